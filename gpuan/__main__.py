@@ -1,0 +1,3 @@
+from gpuan.cli import run
+
+run()

@@ -1,0 +1,45 @@
+"""The ``gpuan`` command line: one subcommand per module in this package."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpuan import __version__
+from gpuan.engine import EngineError, select
+from gpuan.errors import TraceError
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    from gpuan.cli import convert, demo, info
+
+    p = argparse.ArgumentParser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
+    p.add_argument("--version", action="version", version=f"gpuan {__version__}")
+    p.add_argument(
+        "--device", choices=("auto", "cpu", "gpu"), default=None,
+        help="where analyses run (default: $GPUAN_DEVICE, else a GPU if there is one)",
+    )  # fmt: skip
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (info, convert, demo):
+        module.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the gpuan command line; returns the exit code (2 for bad input)."""
+    args = _parser().parse_args(argv)
+    try:
+        select(args.device)
+        return args.run(args) or 0
+    except (TraceError, EngineError) as e:
+        print(f"gpuan: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

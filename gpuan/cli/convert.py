@@ -1,0 +1,29 @@
+"""``gpuan convert TRACE [-o X.parquet]``: write the Parquet cache of a trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("convert", help="convert a trace to gpuan's Parquet file (loads in a fraction of the time)")
+    p.add_argument("trace", help="trace file or directory of per-rank traces")
+    p.add_argument(
+        "-o", "--output", default=None,
+        help="Parquet file to write (default: TRACE.gpuan.parquet beside the trace, which later loads pick up)",
+    )  # fmt: skip
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from gpuan.cli.progress import load_progress
+    from gpuan.trace import parquet
+    from gpuan.trace.load import load
+
+    with load_progress(args.trace) as progress:
+        trace = load(args.trace, use_cache=False, progress=progress)
+    source = Path(args.trace)
+    out = Path(args.output) if args.output else parquet.cache_path(source)
+    parquet.write(trace, out, source=source if source.is_file() else None)
+    print(f"wrote {out} ({trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB)")
+    return 0

@@ -1,0 +1,35 @@
+"""A progress bar for long loads, shown only on a terminal and only for large files."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+MIN_BYTES = 64 << 20
+
+
+@contextmanager
+def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
+    """Yield a progress callback (bytes done, bytes total) for loading `path`, or None when no bar is
+    wanted (not a terminal, a small file, a directory)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    if not sys.stderr.isatty() or size < MIN_BYTES:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TimeRemainingColumn(), transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task(f"loading {os.path.basename(path)}", total=size)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,117 @@
+"""The engine switch: the one place that decides whether analyses run on the CPU or the GPU.
+
+Choice, first match wins: an explicit ``select("cpu"|"gpu"|"auto")`` (the CLI's ``--device``), the
+environment variable ``GPUAN_DEVICE``, then auto-detection (a GPU when CuPy imports and sees a device).
+Analyses ask :func:`current` for the engine and write array code once against ``engine.xp``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from types import ModuleType
+
+import numpy as np
+import pyarrow as pa
+
+CHOICES = ("auto", "cpu", "gpu")
+
+
+class EngineError(RuntimeError):
+    """The requested engine cannot run here (e.g. ``--device gpu`` without a GPU)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An array backend: ``name`` is "cpu" or "gpu", ``xp`` is numpy or cupy."""
+
+    name: str
+    xp: ModuleType
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "gpu"
+
+    def asarray(self, a: np.ndarray):
+        """Return a host numpy array on this engine's device."""
+        return self.xp.asarray(a)
+
+    def to_host(self, a) -> np.ndarray:
+        """Return an engine array as a numpy array."""
+        return a.get() if self.is_gpu else np.asarray(a)
+
+    def column(self, col: pa.Array | pa.ChunkedArray, null: int | None = None):
+        """Return an Arrow column as an engine array.
+
+        Integer columns keep their dtype with nulls replaced by `null` (default: the dtype's minimum);
+        dictionary columns become their int32 codes with -1 for null."""
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if pa.types.is_dictionary(col.type):
+            codes = col.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+            return self.asarray(codes)
+        if pa.types.is_integer(col.type):
+            fill = null if null is not None else np.iinfo(col.type.to_pandas_dtype()).min
+            return self.asarray(col.fill_null(fill).to_numpy(zero_copy_only=False))
+        return self.asarray(col.to_numpy(zero_copy_only=False))
+
+    def columns(self, table: pa.Table, names: list[str] | None = None) -> dict:
+        """Return the table's columns (all, or `names`) as engine arrays: the table on the device."""
+        return {n: self.column(table[n]) for n in names or table.column_names}
+
+
+CPU = Engine("cpu", np)
+
+
+@lru_cache(maxsize=1)
+def gpu_available() -> bool:
+    """Return whether CuPy is installed and sees at least one CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - any failure to reach a GPU means "no GPU"
+        return False
+
+
+def _gpu_engine() -> Engine:
+    import cupy
+
+    return Engine("gpu", cupy)
+
+
+_selected: str | None = None
+
+
+def select(choice: str | None) -> Engine:
+    """Set the engine for this process ("auto", "cpu", "gpu"; None keeps the environment's) and return
+    it. Raises EngineError for "gpu" where there is none."""
+    global _selected
+    if choice is not None and choice not in CHOICES:
+        raise EngineError(f"unknown device {choice!r}; choose one of {', '.join(CHOICES)}")
+    _selected = choice
+    return current()
+
+
+def current() -> Engine:
+    """Return the engine in force (see the module docstring for the order of choice)."""
+    choice = _selected or os.environ.get("GPUAN_DEVICE", "auto").lower()
+    if choice not in CHOICES:
+        raise EngineError(f"GPUAN_DEVICE={choice!r} is not one of {', '.join(CHOICES)}")
+    if choice == "cpu":
+        return CPU
+    if gpu_available():
+        return _gpu_engine()
+    if choice == "gpu":
+        raise EngineError("--device gpu: no GPU here (CuPy is not installed or sees no CUDA device)")
+    return CPU
+
+
+def to_cudf(table: pa.Table):
+    """Return the table as a cuDF DataFrame where RAPIDS is installed, else None."""
+    try:
+        import cudf
+    except ImportError:
+        return None
+    return cudf.DataFrame.from_arrow(table)

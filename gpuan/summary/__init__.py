@@ -1,0 +1,1 @@
+"""Summaries of a whole trace (``gpuan info``)."""

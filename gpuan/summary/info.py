@@ -1,0 +1,112 @@
+"""What ``gpuan info`` reports: counts per kind, devices, streams, ranks, span, busy time, top kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpuan.engine import CPU, Engine
+from gpuan.engine.intervals import busy_time
+from gpuan.trace.schema import KINDS
+from gpuan.trace.table import Trace
+
+GPU_ACTIVITY = ("kernel", "memcpy", "memset")
+
+
+def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str, Any]:
+    """Return the trace summary as a JSON-ready dict (times in ns)."""
+    ev = trace.events
+    kinds = ev["kind"].combine_chunks() if ev.num_rows else pa.array([], pa.dictionary(pa.int8(), pa.string()))
+    counts = pc.value_counts(kinds.dictionary_decode()) if ev.num_rows else []
+    per_kind = {k: 0 for k in KINDS}
+    for item in counts:
+        per_kind[item["values"].as_py()] = item["counts"].as_py()
+    start, end = _span(ev)
+    ranks = sorted(r for r in pc.unique(ev["rank"]).to_pylist() if r is not None)
+    return {
+        "source": trace.metadata.get("source"),
+        "format": trace.metadata.get("format"),
+        "events": ev.num_rows,
+        "flows": trace.flows.num_rows,
+        "per_kind": {k: v for k, v in per_kind.items() if v},
+        "ranks": ranks,
+        "devices": _devices(trace),
+        "span_ns": end - start,
+        "start_ns": start,
+        "end_ns": end,
+        "streams": _streams(ev, engine),
+        "top_kernels": _top_kernels(ev, top),
+    }
+
+
+def _span(ev: pa.Table) -> tuple[int, int]:
+    if ev.num_rows == 0:
+        return 0, 0
+    ends = pc.add(ev["ts"], pc.fill_null(ev["dur"], 0))
+    return int(pc.min(ev["ts"]).as_py() or 0), int(pc.max(ends).as_py() or 0)
+
+
+def _devices(trace: Trace) -> list[dict]:
+    """Return the devices that have GPU activity, with their names where the trace has them."""
+    props = {p.get("id"): p for p in trace.metadata.get("device_properties", []) if isinstance(p, dict)}
+    used = pc.unique(trace.events["device"]).to_pylist()
+    out = []
+    for d in sorted(x for x in used if x is not None):
+        p = props.get(d, {})
+        out.append({"id": d, "name": p.get("name"), "sms": p.get("numSms")})
+    return out
+
+
+def _streams(ev: pa.Table, engine: Engine) -> list[dict]:
+    """Return per (rank, device, stream): events, kernels, kernel time, and busy time (union of kernel,
+    memcpy and memset intervals)."""
+    mask = pc.is_in(ev["kind"].combine_chunks().dictionary_decode(), pa.array(GPU_ACTIVITY))
+    mask = pc.and_(mask, pc.is_valid(ev["ts"]))
+    g = ev.filter(mask).select(["rank", "device", "stream", "kind", "ts", "dur"])
+    if g.num_rows == 0:
+        return []
+    null = np.iinfo(np.int64).min
+    keys = np.stack([g[c].cast(pa.int64()).fill_null(null).to_numpy() for c in ("rank", "device", "stream")], 1)
+    uniq, gid = np.unique(keys, axis=0, return_inverse=True)
+    gid = gid.ravel()
+    n_groups = uniq.shape[0]
+    ts = g["ts"].to_numpy()
+    end = ts + g["dur"].fill_null(0).to_numpy()
+    is_kernel = pc.equal(g["kind"].combine_chunks().dictionary_decode(), "kernel").to_numpy(zero_copy_only=False)
+    busy = engine.to_host(busy_time(engine.asarray(gid), engine.asarray(ts), engine.asarray(end), n_groups, engine))
+    n_events = np.bincount(gid, minlength=n_groups)
+    n_kernels = np.bincount(gid[is_kernel], minlength=n_groups)
+    k_time = np.zeros(n_groups, np.int64)
+    np.add.at(k_time, gid[is_kernel], (end - ts)[is_kernel])
+    out = []
+    for i, key in enumerate(uniq.tolist()):
+        rank, device, stream = (None if v == null else v for v in key)
+        counts = dict(events=int(n_events[i]), kernels=int(n_kernels[i]), kernel_ns=int(k_time[i]))
+        out.append(dict(rank=rank, device=device, stream=stream, **counts, busy_ns=int(busy[i])))
+    return out
+
+
+def _top_kernels(ev: pa.Table, top: int) -> list[dict]:
+    """Return the `top` kernels by total time: name, count, total, mean, and share of kernel time."""
+    k = ev.filter(pc.equal(ev["kind"].combine_chunks().dictionary_decode(), "kernel"))
+    if k.num_rows == 0:
+        return []
+    t = pa.table({"name": k["name"].combine_chunks().dictionary_decode(), "dur": k["dur"].fill_null(0)})
+    agg = t.group_by("name", use_threads=False).aggregate([("dur", "sum"), ("dur", "count")])
+    agg = agg.sort_by([("dur_sum", "descending"), ("name", "ascending")])
+    total = int(pc.sum(t["dur"]).as_py() or 0)
+    out = []
+    for row in agg.slice(0, top).to_pylist():
+        out.append(
+            {
+                "name": row["name"],
+                "count": row["dur_count"],
+                "total_ns": row["dur_sum"],
+                "mean_ns": row["dur_sum"] / row["dur_count"],
+                "share": row["dur_sum"] / total if total else 0.0,
+            }
+        )
+    return out

@@ -1,0 +1,271 @@
+"""Turn the scanner's rows of a Kineto trace into a :class:`~gpuan.trace.table.Trace`.
+
+Here the format's quirks are settled once: category spellings, string pids/tids ("stream 7", "Spans"),
+B/E pairs, instants, devices and streams of GPU events, memcpy directions, the time base.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from gpuan.trace.kineto import scanner as sc
+from gpuan.trace.kineto.reader import RawTrace
+from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_of_category, normalise_category
+from gpuan.trace.table import Trace, build_table, dict_column, int_column, sparse_column
+
+N64, N32 = sc.NULL64, sc.NULL32
+#: synthetic ids for pid/tid strings that are not numbers start here and go down
+SYNTHETIC_ID_BASE = -(1 << 32)
+_MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]+)")
+_ROCM_MEMCPY_KIND = {"1": "HtoD", "2": "DtoH", "3": "DtoD", "0": "HtoH"}
+
+
+def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
+    """Return the Trace for the scanned rows of one Kineto file."""
+    c, sp, strings, n = raw.columns, raw.sparse, raw.strings, raw.length
+    meta = _trace_metadata(raw.metadata, source)
+    ids_named: dict[int, str] = {}
+
+    pid = _resolve_ids(c.pop("pid"), sp["pid_str"], strings, ids_named)
+    tid = _resolve_ids(c.pop("tid"), sp["tid_str"], strings, ids_named)
+    ph = np.zeros(n, np.int32)
+    ph[sp["ph"][0]] = sp["ph"][1]
+    ts, dur, keep = _complete_durations(c.pop("ts"), c.pop("dur"), ph, pid, tid)
+    del ph
+
+    cat, norm_strings, kind = _categories(c.pop("cat"), strings)
+    gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODE[k] for k in GPU_KINDS]))
+    device = _fill_sparse(sp.pop("device"), gpu_rows, pid[gpu_rows], lambda p: (p >= 0) & (p < 4096))
+    stream = _fill_sparse(sp.pop("stream"), gpu_rows, tid[gpu_rows], lambda t: t != N64)
+
+    base = _base_time(ts, raw.flows.get("ts"))
+    meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
+    rank = rank if rank is not None else meta.get("distributed_info", {}).get("rank")
+    meta["rank"] = rank
+
+    name = c.pop("name")
+    cols = {
+        "ts": int_column(_rebase(ts, base), N64, pa.int64()),
+        "dur": int_column(dur, N64, pa.int64()),
+        "name": dict_column(name, strings),
+        "cat": dict_column(cat, norm_strings),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kind, pa.int8()), pa.array(KINDS)),
+        "pid": int_column(pid, N64, pa.int64()),
+        "tid": int_column(tid, N64, pa.int64()),
+        "device": sparse_column(n, *device, pa.int16()),
+        "stream": sparse_column(n, *stream, pa.int64()),
+        "correlation": int_column(c.pop("correlation"), N64, pa.int64()),
+        "external_id": int_column(c.pop("external_id"), N64, pa.int64()),
+        "memcpy_kind": _memcpy_kinds(name, sp.pop("arg_kind"), kind, strings),
+    }
+    del name, pid, tid, ts, dur
+    if rank is not None:
+        # np.zeros pages stay untouched for rank 0, the common single-file case
+        cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
+    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size"):
+        cols[col] = sparse_column(n, *sp.pop(col), pa.int32())
+    for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
+        cols[col] = sparse_column(n, *sp.pop(col), pa.int64())
+    for col in ("collective", "dtype", "pg_name", "pg_ranks", "input_dims", "input_types", "concrete_inputs"):
+        idx, codes = sp.pop(col)
+        cols[col] = dict_column(codes, strings, idx=idx, length=n)
+    table = build_table(cols, n)
+    if keep is not None:
+        table = table.filter(pa.array(keep))
+
+    meta.update(_process_names(raw.process_meta, strings, ids_named))
+    flows = _flow_table(raw.flows, strings, ids_named, base, rank)
+    meta["id_names"] = {str(k): v for k, v in sorted(ids_named.items())}
+    return Trace(table, flows, meta)
+
+
+def _rebase(ts: np.ndarray, base: int) -> np.ndarray:
+    """Return ts - base in place, leaving nulls as they are."""
+    missing = ts == N64
+    ts -= base
+    ts[missing] = N64
+    return ts
+
+
+def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Return (normalised category codes, their strings, kind codes), computed once per distinct string."""
+    norm_index: dict[str, int] = {}
+    cat_map = np.full(len(strings) + 1, -1, np.int64)
+    kind_map = np.full(len(strings) + 1, KIND_CODE["other"], np.int8)
+    for i in np.unique(cat_ids[cat_ids >= 0]):
+        norm = normalise_category(strings[i])
+        cat_map[i] = norm_index.setdefault(norm, len(norm_index))
+        kind_map[i] = KIND_CODE[kind_of_category(norm)]
+    codes = np.where(cat_ids >= 0, cat_ids, len(strings))
+    return cat_map[codes], list(norm_index), kind_map[codes]
+
+
+def _fill_sparse(given, rows, fallback, ok) -> tuple[np.ndarray, np.ndarray]:
+    """Return (rows, values) of a sparse column: the given values, plus `fallback` on `rows` that have
+    none (where ok(fallback) holds) - e.g. a GPU event's device from its pid when args lack it."""
+    idx, vals = given
+    missing = ~np.isin(rows, idx) & ok(fallback)
+    all_idx = np.concatenate([idx, rows[missing]])
+    all_vals = np.concatenate([vals.astype(np.int64), fallback[missing].astype(np.int64)])
+    order = np.argsort(all_idx, kind="stable")
+    return all_idx[order], all_vals[order]
+
+
+def _trace_metadata(file_meta: dict, source: str) -> dict:
+    """Return gpuan's metadata from the file's top-level keys."""
+    meta = {"source": source, "format": "kineto"}
+    meta["device_properties"] = file_meta.get("deviceProperties", [])
+    meta["distributed_info"] = file_meta.get("distributedInfo", {})
+    meta["_file_base_ns"] = int(file_meta.get("baseTimeNanoseconds", 0) or 0)
+    extra = {k: v for k, v in file_meta.items() if k not in ("deviceProperties", "distributedInfo", "INFO")}
+    meta["file"] = extra
+    return meta
+
+
+def _resolve_ids(nums: np.ndarray, strs: tuple[np.ndarray, np.ndarray], strings: list[str], named: dict[int, str]):
+    """Return pid or tid as int64 (in place of `nums`): numbers as they are; strings that hold a number
+    ("7", "stream 7") as that number; other strings ("Spans") as synthetic negative ids, recorded in
+    `named`. `strs` holds the (rows, string ids) of the values that were strings."""
+    rows, sids = strs
+    if rows.size == 0:
+        return nums
+    lookup = np.zeros(len(strings), np.int64)
+    for i in np.unique(sids):
+        lookup[i] = _id_of_string(strings[i], named)
+    nums[rows] = lookup[sids]
+    return nums
+
+
+def _id_of_string(text: str, named: dict[int, str]) -> int:
+    s = text.strip()
+    m = re.fullmatch(r"(?:stream\s*)?(-?\d+)", s, flags=re.IGNORECASE)
+    if m:
+        return int(m.group(1))
+    for k, v in named.items():
+        if v == s:
+            return k
+    ident = SYNTHETIC_ID_BASE - len(named)
+    named[ident] = s
+    return ident
+
+
+def _complete_durations(ts, dur, ph, pid, tid):
+    """Return (ts, dur, keep): instants get duration 0; B/E pairs become one event with a duration
+    (the E rows are dropped: keep is a mask, or None when nothing is dropped)."""
+    dur = dur.copy()
+    instant = (ph == ord("i")) | (ph == ord("I"))
+    dur[instant & (dur == N64)] = 0
+    begins = np.flatnonzero(ph == ord("B"))
+    ends = np.flatnonzero(ph == ord("E"))
+    if begins.size == 0 and ends.size == 0:
+        return ts, dur, None
+    rows = np.concatenate([begins, ends])
+    is_end = np.concatenate([np.zeros(begins.size, bool), np.ones(ends.size, bool)])
+    order = np.lexsort((rows, ts[rows], tid[rows], pid[rows]))
+    stacks: dict[tuple[int, int], list[int]] = {}
+    for j in order:
+        r = int(rows[j])
+        key = (int(pid[r]), int(tid[r]))
+        if not is_end[j]:
+            stacks.setdefault(key, []).append(r)
+        elif stacks.get(key):
+            b = stacks[key].pop()
+            dur[b] = ts[r] - ts[b]
+    keep = np.ones(ts.size, bool)
+    keep[ends] = False
+    return ts, dur, keep
+
+
+def _base_time(ts: np.ndarray, flow_ts: np.ndarray | None) -> int:
+    """Return the earliest timestamp of the trace (its time zero), in the file's ns."""
+    candidates = [ts[ts != N64]]
+    if flow_ts is not None:
+        candidates.append(flow_ts[flow_ts != N64])
+    allts = np.concatenate(candidates)
+    return int(allts.min()) if allts.size else 0
+
+
+def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
+    """Return the memcpy direction (HtoD, DtoH, DtoD, HtoH, PtoP, ...) of memcpy events, from the name
+    ("Memcpy HtoD (Pageable -> Device)") or, for ROCm, from the "kind" argument."""
+    rows = np.flatnonzero(kind == KIND_CODE["memcpy"])
+    words: list[str] = []
+    index: dict[str, int] = {}
+
+    def code_of(text: str | None) -> int:
+        return -1 if not text else index.setdefault(text, len(index))
+
+    by_name = {i: code_of(_kind_from_name(strings[i])) for i in np.unique(name_ids[rows]) if i >= 0}
+    codes = np.array([by_name.get(i, -1) for i in name_ids[rows]], np.int64) if rows.size else np.empty(0, np.int64)
+    a_idx, a_ids = arg_kind
+    if (codes < 0).any() and a_idx.size:
+        pos = np.searchsorted(a_idx, rows)
+        pos = np.minimum(pos, a_idx.size - 1)
+        has = (a_idx[pos] == rows) & (codes < 0)
+        codes[has] = [code_of(_kind_from_arg(strings[a_ids[p]])) for p in pos[has]]
+    words = list(index)
+    return dict_column(codes, words, idx=rows, length=kind.size)
+
+
+def _kind_from_name(name: str) -> str | None:
+    m = _MEMCPY_KIND.match(name)
+    return m.group(1) if m else None
+
+
+def _kind_from_arg(value: str) -> str | None:
+    v = value.strip('"')
+    return _ROCM_MEMCPY_KIND.get(v, v if v.isalpha() else None)
+
+
+def _process_names(rows, strings, ids_named) -> dict:
+    """Return process/thread names, labels and sort indexes from the 'M' events."""
+    procs: dict[str, dict] = {}
+    threads: dict[str, dict] = {}
+
+    def ident(num: int, s: int) -> int:
+        return num if num != N64 else _id_of_string(strings[s] if s >= 0 else "", ids_named)
+
+    for pid_n, tid_n, pid_s, tid_s, name, arg_name, arg_labels, sort_index in rows:
+        what = strings[name] if name >= 0 else ""
+        pid = ident(pid_n, pid_s)
+        if what.startswith("process_"):
+            entry = procs.setdefault(str(pid), {})
+        elif what.startswith("thread_"):
+            entry = threads.setdefault(f"{pid}:{ident(tid_n, tid_s)}", {})
+        else:
+            continue
+        if arg_name >= 0:
+            entry["name"] = strings[arg_name]
+        if arg_labels >= 0:
+            entry["labels"] = strings[arg_labels]
+        if sort_index != N64:
+            entry["sort_index"] = sort_index
+    return {"processes": procs, "threads": threads}
+
+
+def _flow_table(f: dict, strings, ids_named, base: int, rank) -> pa.Table:
+    if not f:
+        return FLOW_SCHEMA.empty_table()
+
+    def as_sparse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.flatnonzero(a >= 0)
+        return rows, a[rows]
+
+    pid = _resolve_ids(f["pid"], as_sparse(f["pid_str"]), strings, ids_named)
+    tid = _resolve_ids(f["tid"], as_sparse(f["tid_str"]), strings, ids_named)
+    n = pid.size
+    phase = np.searchsorted(np.array([ord("f"), ord("s"), ord("t")]), f["phase"].astype(np.int64))
+    cols = {
+        "id": int_column(f["id"], N64, pa.int64()),
+        "cat": dict_column(f["cat"], strings),
+        "phase": pa.DictionaryArray.from_arrays(pa.array(phase.astype(np.int8)), pa.array(["f", "s", "t"])),
+        "ts": int_column(_rebase(f["ts"], base), N64, pa.int64()),
+        "pid": int_column(pid, N64, pa.int64()),
+        "tid": int_column(tid, N64, pa.int64()),
+    }
+    if rank is not None:
+        cols["rank"] = pa.array(np.full(n, int(rank), np.int32))
+    return build_table(cols, n, FLOW_SCHEMA)

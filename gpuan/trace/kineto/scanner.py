@@ -1,0 +1,674 @@
+"""A compiled scanner for Chrome-trace / Kineto JSON, specialised for trace events.
+
+The scanner walks the bytes of the ``traceEvents`` array once and writes each event's fields straight into
+integer scratch columns; it never creates Python objects. Strings (names, categories, shape lists) are
+interned on the fly into a per-thread hash table whose entries are verified byte for byte, so equal
+strings get equal ids and different strings never share one. ``reader.py`` drives it block by block and
+in parallel and turns the scratch columns into Arrow.
+
+Only the keys that gpuan's analyses need are extracted (see ``F64``/``F32``); all other values are
+skipped structurally.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+NULL64 = np.iinfo(np.int64).min
+NULL32 = np.iinfo(np.int32).min
+
+# Scanner status codes.
+OK_END = 0  # the next event starts at or after `end`
+ARRAY_END = 1  # the closing ']' of the events array was reached; pos is just after it
+GROW = 2  # the intern table or its pool is full: grow them and call again from pos
+FULL = 3  # the scratch columns are full: drain them and call again from pos
+NEED_MORE = 4  # an event runs past the end of the buffer: read more bytes and call again from pos
+BAD = -1  # malformed JSON at pos
+
+# 64-bit scratch fields.
+F64 = (
+    "ts", "dur", "pid", "tid", "correlation", "external_id", "flow_id", "stream", "shared_memory",
+    "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid", "sort_index",
+)  # fmt: skip
+# 32-bit scratch fields: single characters, small numbers and string ids.
+F32 = (
+    "ph", "bp", "cat", "name", "pid_str", "tid_str", "device", "grid_x", "grid_y", "grid_z",
+    "block_x", "block_y", "block_z", "registers", "group_size", "collective", "dtype", "pg_name",
+    "pg_ranks", "input_dims", "input_types", "concrete_inputs", "arg_name", "arg_labels", "arg_kind",
+)  # fmt: skip
+I64 = {n: i for i, n in enumerate(F64)}
+I32 = {n: i for i, n in enumerate(F32)}
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def key_hash(key: str) -> int:
+    """Return the scanner's 64-bit hash of a JSON object key (FNV-1a over its UTF-8 bytes)."""
+    h = 0xCBF29CE484222325
+    for b in key.encode():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+# Keys of an event object.
+K_PH = key_hash("ph")
+K_CAT = key_hash("cat")
+K_NAME = key_hash("name")
+K_PID = key_hash("pid")
+K_TID = key_hash("tid")
+K_TS = key_hash("ts")
+K_DUR = key_hash("dur")
+K_ID = key_hash("id")
+K_BP = key_hash("bp")
+K_ARGS = key_hash("args")
+# Keys inside "args".
+A_CORR = key_hash("correlation")
+A_EXT = key_hash("External id")
+A_DEVICE = key_hash("device")
+A_STREAM = key_hash("stream")
+A_GRID = key_hash("grid")
+A_BLOCK = key_hash("block")
+A_REGS = key_hash("registers per thread")
+A_SHMEM = key_hash("shared memory")
+A_BYTES = key_hash("bytes")
+A_COLL = key_hash("Collective name")
+A_IN_N = key_hash("In msg nelems")
+A_OUT_N = key_hash("Out msg nelems")
+A_GROUP = key_hash("Group size")
+A_DTYPE = key_hash("dtype")
+A_PG_NAME = key_hash("Process Group Name")
+A_PG_RANKS = key_hash("Process Group Ranks")
+A_SEQ = key_hash("Sequence number")
+A_FWD = key_hash("Fwd thread id")
+A_IN_DIMS = key_hash("Input Dims")
+A_IN_TYPES = key_hash("Input type")
+A_CONCRETE = key_hash("Concrete Inputs")
+A_NAME = key_hash("name")
+A_LABELS = key_hash("labels")
+A_SORT = key_hash("sort_index")
+A_KIND = key_hash("kind")
+K_TRACE_EVENTS = key_hash("traceEvents")
+
+# Scratch indices as plain ints so numba folds them into constants.
+S_TS, S_DUR, S_PID, S_TID, S_CORR, S_EXT, S_FLOW, S_STREAM, S_SHMEM, S_BYTES = range(10)
+S_IN_N, S_OUT_N, S_SEQ, S_FWD, S_SORT = range(10, 15)
+T_PH, T_BP, T_CAT, T_NAME, T_PID_STR, T_TID_STR, T_DEVICE = range(7)
+T_GRID, T_BLOCK = 7, 10
+T_REGS, T_GROUP, T_COLL, T_DTYPE, T_PG_NAME, T_PG_RANKS = range(13, 19)
+T_IN_DIMS, T_IN_TYPES, T_CONCRETE, T_ARG_NAME, T_ARG_LABELS, T_ARG_KIND = range(19, 25)
+
+# Intern-table state slots.
+ST_UNIQUE, ST_POOL = 0, 1
+
+
+@njit(cache=True, inline="always")
+def _is_ws(c):
+    return c == 32 or c == 10 or c == 13 or c == 9
+
+
+@njit(cache=True)
+def skip_ws(buf, pos, n):
+    """Return the first position at or after pos that is not JSON whitespace (n if none)."""
+    while pos < n and _is_ws(buf[pos]):
+        pos += 1
+    return pos
+
+
+@njit(cache=True)
+def string_end(buf, pos, n):
+    """pos is just after an opening quote; return the position of the closing quote, or -1."""
+    while pos < n:
+        c = buf[pos]
+        if c == 34:
+            return pos
+        if c == 92:
+            pos += 2
+        else:
+            pos += 1
+    return -1
+
+
+@njit(cache=True)
+def skip_value(buf, pos, n):
+    """Return the position just after the JSON value starting at pos, or -1 if it runs past n."""
+    c = buf[pos]
+    if c == 34:
+        e = string_end(buf, pos + 1, n)
+        return -1 if e < 0 else e + 1
+    if c == 123 or c == 91:
+        depth = 0
+        while pos < n:
+            c = buf[pos]
+            if c == 34:
+                e = string_end(buf, pos + 1, n)
+                if e < 0:
+                    return -1
+                pos = e + 1
+                continue
+            if c == 123 or c == 91:
+                depth += 1
+            elif c == 125 or c == 93:
+                depth -= 1
+                if depth == 0:
+                    return pos + 1
+            pos += 1
+        return -1
+    # number or literal: runs to the next delimiter
+    while pos < n:
+        c = buf[pos]
+        if c == 44 or c == 125 or c == 93 or _is_ws(c):
+            return pos
+        pos += 1
+    return -1
+
+
+@njit(cache=True)
+def _hash_bytes(buf, a, b):
+    h = _FNV_OFFSET
+    for i in range(a, b):
+        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+    # final avalanche so that the low bits used for the table index are well mixed
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@njit(cache=True)
+def intern(buf, a, b, tkeys, tvals, pool, uoff, ulen, st):
+    """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
+    h = _hash_bytes(buf, a, b)
+    mask = tkeys.shape[0] - 1
+    slot = np.int64(h & np.uint64(mask))
+    ln = b - a
+    while True:
+        v = tvals[slot]
+        if v < 0:
+            break
+        if tkeys[slot] == h and ulen[v] == ln:
+            o = uoff[v]
+            same = True
+            for i in range(ln):
+                if pool[o + i] != buf[a + i]:
+                    same = False
+                    break
+            if same:
+                return v
+        slot = (slot + 1) & mask
+    nu = st[ST_UNIQUE]
+    used = st[ST_POOL]
+    if nu >= uoff.shape[0] or used + ln > pool.shape[0] or 2 * (nu + 1) > tkeys.shape[0]:
+        return -1
+    pool[used : used + ln] = buf[a:b]
+    uoff[nu] = used
+    ulen[nu] = ln
+    tkeys[slot] = h
+    tvals[slot] = nu
+    st[ST_UNIQUE] = nu + 1
+    st[ST_POOL] = used + ln
+    return nu
+
+
+@njit(cache=True)
+def rehash(tkeys, tvals, pool, uoff, ulen, n_unique):
+    """Fill a fresh (larger) table from the interned strings already in the pool."""
+    tvals[:] = -1
+    mask = tkeys.shape[0] - 1
+    for v in range(n_unique):
+        h = _hash_bytes(pool, uoff[v], uoff[v] + ulen[v])
+        slot = np.int64(h & np.uint64(mask))
+        while tvals[slot] >= 0:
+            slot = (slot + 1) & mask
+        tkeys[slot] = h
+        tvals[slot] = v
+
+
+@njit(cache=True)
+def parse_ns(buf, pos, n):
+    """Parse a JSON number of microseconds at pos into integer nanoseconds, exactly.
+
+    Returns (value, end position); end is -1 if the number runs past n or is not a number.
+    """
+    neg = False
+    if pos < n and buf[pos] == 45:
+        neg = True
+        pos += 1
+    ip = np.int64(0)
+    nd = 0
+    while pos < n and 48 <= buf[pos] <= 57:
+        ip = ip * 10 + (buf[pos] - 48)
+        pos += 1
+        nd += 1
+    frac = np.int64(0)
+    fd = 0
+    round_up = False
+    if pos < n and buf[pos] == 46:
+        pos += 1
+        while pos < n and 48 <= buf[pos] <= 57:
+            d = buf[pos] - 48
+            if fd < 3:
+                frac = frac * 10 + d
+            elif fd == 3:
+                round_up = d >= 5
+            fd += 1
+            pos += 1
+    if pos >= n:
+        return np.int64(0), -1
+    if buf[pos] == 101 or buf[pos] == 69:
+        # exponent notation is rare in traces; fall back to floating point
+        pos += 1
+        eneg = False
+        if pos < n and (buf[pos] == 45 or buf[pos] == 43):
+            eneg = buf[pos] == 45
+            pos += 1
+        e = 0
+        while pos < n and 48 <= buf[pos] <= 57:
+            e = e * 10 + (buf[pos] - 48)
+            pos += 1
+        if pos >= n:
+            return np.int64(0), -1
+        x = (float(ip) + float(frac) / 10.0 ** min(fd, 3)) * 10.0 ** (-e if eneg else e)
+        v = np.int64(round(x * 1000.0))
+        return (-v if neg else v), pos
+    if nd == 0 and fd == 0:
+        return np.int64(0), -1
+    for _ in range(fd, 3):
+        frac *= 10
+    v = ip * 1000 + frac + (1 if round_up else 0)
+    return (-v if neg else v), pos
+
+
+@njit(cache=True)
+def parse_int(buf, pos, n):
+    """Parse an integer value at pos: a JSON number (fraction dropped), or a string holding a decimal
+    or 0x-hex number. Returns (value or NULL64, end position or -1)."""
+    c = buf[pos]
+    if c == 34:
+        e = string_end(buf, pos + 1, n)
+        if e < 0:
+            return NULL64, -1
+        a = pos + 1
+        neg = False
+        if a < e and buf[a] == 45:
+            neg = True
+            a += 1
+        v = np.int64(0)
+        if e - a > 2 and buf[a] == 48 and (buf[a + 1] == 120 or buf[a + 1] == 88):
+            for i in range(a + 2, e):
+                d = buf[i]
+                if 48 <= d <= 57:
+                    v = v * 16 + (d - 48)
+                elif 97 <= d <= 102:
+                    v = v * 16 + (d - 87)
+                elif 65 <= d <= 70:
+                    v = v * 16 + (d - 55)
+                else:
+                    return NULL64, e + 1
+        else:
+            if a == e:
+                return NULL64, e + 1
+            for i in range(a, e):
+                d = buf[i]
+                if 48 <= d <= 57:
+                    v = v * 10 + (d - 48)
+                else:
+                    return NULL64, e + 1
+        return (-v if neg else v), e + 1
+    if c == 45 or 48 <= c <= 57:
+        neg = c == 45
+        if neg:
+            pos += 1
+        v = np.int64(0)
+        while pos < n and 48 <= buf[pos] <= 57:
+            v = v * 10 + (buf[pos] - 48)
+            pos += 1
+        e = skip_value(buf, pos, n) if pos < n else -1
+        return (-v if neg else v), e
+    return NULL64, skip_value(buf, pos, n)
+
+
+@njit(cache=True)
+def _int32(v):
+    if v == NULL64 or v > 2147483647 or v < -2147483647:
+        return NULL32
+    return np.int32(v)
+
+
+@njit(cache=True)
+def _parse_triple(buf, pos, n, o32, col, row):
+    """Parse an array of up to three integers (grid/block) into o32[col:col+3, row]."""
+    if buf[pos] != 91:
+        return skip_value(buf, pos, n)
+    pos += 1
+    k = 0
+    while True:
+        pos = skip_ws(buf, pos, n)
+        if pos >= n:
+            return -1
+        if buf[pos] == 93:
+            return pos + 1
+        v, pos = parse_int(buf, pos, n)
+        if pos < 0:
+            return -1
+        if k < 3:
+            o32[col + k, row] = _int32(v)
+        k += 1
+        pos = skip_ws(buf, pos, n)
+        if pos < n and buf[pos] == 44:
+            pos += 1
+
+
+@njit(cache=True)
+def _string_id(buf, pos, n, raw, tkeys, tvals, pool, uoff, ulen, st):
+    """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
+    is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
+    if buf[pos] == 34:
+        e = string_end(buf, pos + 1, n)
+        if e < 0:
+            return NULL32, -1
+        sid = intern(buf, pos + 1, e, tkeys, tvals, pool, uoff, ulen, st)
+        return sid, e + 1
+    e = skip_value(buf, pos, n)
+    if e < 0:
+        return NULL32, -1
+    if raw and buf[pos] != 110:  # anything but null
+        sid = intern(buf, pos, e, tkeys, tvals, pool, uoff, ulen, st)
+        return sid, e
+    return NULL32, e
+
+
+@njit(cache=True)
+def _parse_key(buf, pos, n):
+    """pos is at an opening quote; return (hash of the key, position after the ':' and whitespace)."""
+    e = string_end(buf, pos + 1, n)
+    if e < 0:
+        return np.uint64(0), -1
+    h = _FNV_OFFSET
+    for i in range(pos + 1, e):
+        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+    p = skip_ws(buf, e + 1, n)
+    if p >= n or buf[p] != 58:
+        return h, -1
+    return h, skip_ws(buf, p + 1, n)
+
+
+@njit(cache=True)
+def _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
+    """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
+    -2 when the intern table is full."""
+    if buf[pos] != 123:
+        return skip_value(buf, pos, n)
+    pos = skip_ws(buf, pos + 1, n)
+    if pos < n and buf[pos] == 125:
+        return pos + 1
+    while pos < n:
+        if buf[pos] != 34:
+            return -1
+        h, pos = _parse_key(buf, pos, n)
+        if pos < 0 or pos >= n:
+            return -1
+        sid = NULL32
+        if h == A_CORR:
+            o64[S_CORR, row], pos = parse_int(buf, pos, n)
+        elif h == A_EXT:
+            o64[S_EXT, row], pos = parse_int(buf, pos, n)
+        elif h == A_DEVICE:
+            v, pos = parse_int(buf, pos, n)
+            o32[T_DEVICE, row] = _int32(v)
+        elif h == A_STREAM:
+            o64[S_STREAM, row], pos = parse_int(buf, pos, n)
+        elif h == A_GRID:
+            pos = _parse_triple(buf, pos, n, o32, T_GRID, row)
+        elif h == A_BLOCK:
+            pos = _parse_triple(buf, pos, n, o32, T_BLOCK, row)
+        elif h == A_REGS:
+            v, pos = parse_int(buf, pos, n)
+            o32[T_REGS, row] = _int32(v)
+        elif h == A_SHMEM:
+            o64[S_SHMEM, row], pos = parse_int(buf, pos, n)
+        elif h == A_BYTES:
+            o64[S_BYTES, row], pos = parse_int(buf, pos, n)
+        elif h == A_IN_N:
+            o64[S_IN_N, row], pos = parse_int(buf, pos, n)
+        elif h == A_OUT_N:
+            o64[S_OUT_N, row], pos = parse_int(buf, pos, n)
+        elif h == A_GROUP:
+            v, pos = parse_int(buf, pos, n)
+            o32[T_GROUP, row] = _int32(v)
+        elif h == A_SEQ:
+            o64[S_SEQ, row], pos = parse_int(buf, pos, n)
+        elif h == A_FWD:
+            o64[S_FWD, row], pos = parse_int(buf, pos, n)
+        elif h == A_SORT:
+            o64[S_SORT, row], pos = parse_int(buf, pos, n)
+        elif h == A_COLL:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_COLL, row] = sid
+        elif h == A_DTYPE:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_DTYPE, row] = sid
+        elif h == A_PG_NAME:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_PG_NAME, row] = sid
+        elif h == A_PG_RANKS:
+            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_PG_RANKS, row] = sid
+        elif h == A_IN_DIMS:
+            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_IN_DIMS, row] = sid
+        elif h == A_IN_TYPES:
+            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_IN_TYPES, row] = sid
+        elif h == A_CONCRETE:
+            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_CONCRETE, row] = sid
+        elif h == A_NAME:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_ARG_NAME, row] = sid
+        elif h == A_LABELS:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_ARG_LABELS, row] = sid
+        elif h == A_KIND:
+            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_ARG_KIND, row] = sid
+        else:
+            pos = skip_value(buf, pos, n)
+        if sid == -1:
+            return -2
+        if pos < 0:
+            return -1
+        pos = skip_ws(buf, pos, n)
+        if pos >= n:
+            return -1
+        c = buf[pos]
+        if c == 44:
+            pos = skip_ws(buf, pos + 1, n)
+        elif c == 125:
+            return pos + 1
+        else:
+            return -1
+    return -1
+
+
+@njit(cache=True)
+def _clear_row(o64, o32, row):
+    for f in range(o64.shape[0]):
+        o64[f, row] = NULL64
+    for f in range(o32.shape[0]):
+        o32[f, row] = NULL32
+
+
+@njit(cache=True)
+def _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
+    """Parse one event object starting at pos ('{'). Returns the end position, -1 on error or
+    truncation (the caller tells them apart by the position), -2 when the intern table is full."""
+    _clear_row(o64, o32, row)
+    pos = skip_ws(buf, pos + 1, n)
+    if pos < n and buf[pos] == 125:
+        return pos + 1
+    while pos < n:
+        if buf[pos] != 34:
+            return -1
+        h, pos = _parse_key(buf, pos, n)
+        if pos < 0 or pos >= n:
+            return -1
+        sid = NULL32
+        if h == K_PH or h == K_BP:
+            c = buf[pos]
+            e = skip_value(buf, pos, n)
+            if c == 34 and e > pos + 2:
+                o32[T_PH if h == K_PH else T_BP, row] = buf[pos + 1]
+            pos = e
+        elif h == K_NAME:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_NAME, row] = sid
+        elif h == K_CAT:
+            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            o32[T_CAT, row] = sid
+        elif h == K_TS:
+            o64[S_TS, row], pos = parse_ns(buf, pos, n)
+        elif h == K_DUR:
+            o64[S_DUR, row], pos = parse_ns(buf, pos, n)
+        elif h == K_PID or h == K_TID:
+            num = S_PID if h == K_PID else S_TID
+            if buf[pos] == 34:
+                sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+                o32[T_PID_STR if h == K_PID else T_TID_STR, row] = sid
+            else:
+                o64[num, row], pos = parse_int(buf, pos, n)
+        elif h == K_ID:
+            o64[S_FLOW, row], pos = parse_int(buf, pos, n)
+        elif h == K_ARGS:
+            pos = _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
+            if pos == -2:
+                return -2
+        else:
+            pos = skip_value(buf, pos, n)
+        if sid == -1:
+            return -2
+        if pos < 0:
+            return -1
+        pos = skip_ws(buf, pos, n)
+        if pos >= n:
+            return -1
+        c = buf[pos]
+        if c == 44:
+            pos = skip_ws(buf, pos + 1, n)
+        elif c == 125:
+            return pos + 1
+        else:
+            return -1
+    return -1
+
+
+@njit(cache=True)
+def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
+    """Parse the events of the array that start in [pos, end) of buf[:n] into rows row0.. of the scratch.
+
+    pos must be at an event's '{' or at the separators before one. Returns (status, pos, rows): status
+    is one of the codes above; pos is where to resume (an event start, or after the array's ']');
+    rows is the number of the first unfilled scratch row.
+    """
+    cap = o64.shape[1]
+    row = row0
+    while True:
+        pos = skip_ws(buf, pos, n)
+        if pos < n and buf[pos] == 44:
+            pos = skip_ws(buf, pos + 1, n)
+        if pos >= n:
+            return NEED_MORE, pos, row
+        if pos >= end:
+            return OK_END, pos, row
+        c = buf[pos]
+        if c == 93:
+            return ARRAY_END, pos + 1, row
+        if c != 123:
+            return BAD, pos, row
+        if row >= cap:
+            return FULL, pos, row
+        e = _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
+        if e == -2:
+            return GROW, pos, row
+        if e < 0:
+            # distinguish an event cut by the buffer end from a malformed one
+            if skip_value(buf, pos, n) < 0:
+                return NEED_MORE, pos, row
+            return BAD, pos, row
+        row += 1
+        pos = e
+
+
+@njit(cache=True, parallel=True)
+def scan_parallel(buf, starts, ends, n, o64, o32, tkeys, tvals, pool, uoff, ulen, st, out):
+    """Run :func:`scan` on chunk i = [starts[i], ends[i]) with thread-local scratch and table i, in
+    parallel. out[i] receives (status, pos, rows)."""
+    for i in prange(starts.shape[0]):
+        s, p, r = scan(
+            buf, starts[i], ends[i], n, o64[i], o32[i], 0,
+            tkeys[i], tvals[i], pool[i], uoff[i], ulen[i], st[i],
+        )  # fmt: skip
+        out[i, 0] = s
+        out[i, 1] = p
+        out[i, 2] = r
+
+
+@njit(cache=True)
+def find_chunk_start(buf, pos, n):
+    """Return the first position >= pos holding a '{' whose previous non-blank byte is ','; n if none.
+
+    Such a position is very likely an event start; reader.py verifies it before trusting it.
+    """
+    while pos < n:
+        if buf[pos] == 123:
+            q = pos - 1
+            while q >= 0 and _is_ws(buf[q]):
+                q -= 1
+            if q >= 0 and buf[q] == 44:
+                return pos
+        pos += 1
+    return n
+
+
+@njit(cache=True)
+def find_events_array(buf, n):
+    """Find the traceEvents array in the head of a trace.
+
+    Returns (kind, pos): kind 1 = object with "traceEvents", pos just after its '['; kind 2 = the file is
+    a bare array of events, pos after '['; 0 = not found in buf[:n] (need more bytes); -1 = not a trace.
+    """
+    pos = skip_ws(buf, 0, n)
+    if pos >= n:
+        return 0, 0
+    # a UTF-8 byte-order mark
+    if n - pos >= 3 and buf[pos] == 0xEF and buf[pos + 1] == 0xBB and buf[pos + 2] == 0xBF:
+        pos = skip_ws(buf, pos + 3, n)
+    if pos >= n:
+        return 0, 0
+    if buf[pos] == 91:
+        return 2, pos + 1
+    if buf[pos] != 123:
+        return -1, pos
+    pos = skip_ws(buf, pos + 1, n)
+    while pos < n:
+        if buf[pos] != 34:
+            return -1, pos
+        h, pos = _parse_key(buf, pos, n)
+        if pos < 0 or pos >= n:
+            return 0, 0
+        if h == K_TRACE_EVENTS:
+            if buf[pos] == 91:
+                return 1, pos + 1
+            return -1, pos
+        pos = skip_value(buf, pos, n)
+        if pos < 0:
+            return 0, 0
+        pos = skip_ws(buf, pos, n)
+        if pos >= n:
+            return 0, 0
+        if buf[pos] == 44:
+            pos = skip_ws(buf, pos + 1, n)
+        else:
+            return -1, pos
+    return 0, 0

@@ -1,0 +1,162 @@
+"""``gpuan.load``: one entry point for every trace format, a directory of per-rank traces, and the cache."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gpuan.errors import TraceError
+from gpuan.trace import parquet
+from gpuan.trace.source import GZIP_MAGIC
+from gpuan.trace.table import Trace
+
+FORMATS = ("kineto", "nsys", "nvprof", "parquet")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet")
+_RANK_IN_NAME = re.compile(r"(?:rank|_r|-r)[_-]?(\d+)", re.IGNORECASE)
+
+Progress = Callable[[int, int], None]
+
+
+def sniff(path: str | os.PathLike) -> str:
+    """Return the format of a trace file (one of FORMATS), from its first bytes."""
+    path = str(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except OSError as e:
+        raise TraceError(path, f"cannot open ({e.strerror})") from None
+    if not head:
+        raise TraceError(path, "empty file")
+    if head.startswith(GZIP_MAGIC):
+        return "kineto"
+    if head.startswith(b"SQLite format 3\x00"):
+        return "nsys"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] in (b"{", b"["):
+        return "kineto"
+    if text.startswith(b"==") or b'"Start","Duration"' in head:
+        return "nvprof"
+    raise TraceError(path, "unknown trace format (expected Kineto JSON, Nsight SQLite, nvprof CSV or Parquet)")
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    rank: int | None = None,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+) -> Trace:
+    """Return the Trace of a trace file or of a directory of per-rank trace files.
+
+    Formats are recognised from the content. For a source with a fresh Parquet cache beside it (written
+    by ``gpuan convert``), the cache is read instead. `rank` sets the rank of a single file's events.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _load_rank_dir(path, use_cache=use_cache, progress=progress)
+    if use_cache and path.exists():
+        cache = parquet.cache_path(path)
+        if cache.exists() and parquet.is_fresh(cache, path):
+            trace = parquet.read(cache)
+            return trace if rank is None else with_rank(trace, rank)
+    fmt = sniff(path)
+    if fmt == "kineto":
+        from gpuan.trace.kineto import read_kineto
+
+        return read_kineto(str(path), rank=rank, progress=progress)
+    if fmt == "parquet":
+        trace = parquet.read(path)
+    elif fmt == "nsys":
+        from gpuan.trace.nsys import read_nsys
+
+        trace = read_nsys(str(path))
+    else:
+        from gpuan.trace.nvprof import read_nvprof
+
+        trace = read_nvprof(str(path))
+    return trace if rank is None else with_rank(trace, rank)
+
+
+def with_rank(trace: Trace, rank: int) -> Trace:
+    """Return the trace with its ``rank`` column (events and flows) set to `rank`."""
+
+    def set_rank(t: pa.Table) -> pa.Table:
+        i = t.schema.get_field_index("rank")
+        return t.set_column(i, "rank", pa.array(np.full(t.num_rows, rank, np.int32)))
+
+    meta = dict(trace.metadata, rank=rank)
+    return Trace(set_rank(trace.events), set_rank(trace.flows), meta)
+
+
+def rank_files(directory: Path) -> list[Path]:
+    """Return the trace files of a per-rank directory, sorted by name (caches excluded)."""
+    files = [
+        p
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.name.endswith(_TRACE_SUFFIXES) and not p.name.endswith(".gpuan.parquet")
+    ]
+    if not files:
+        raise TraceError(directory, "directory holds no trace files (*.json, *.json.gz, *.sqlite, *.csv)")
+    return files
+
+
+def rank_from_name(path: Path) -> int | None:
+    """Return the rank written in a file name ("rank3.json.gz", "trace_r12.json"), or None."""
+    m = _RANK_IN_NAME.search(path.name)
+    return int(m.group(1)) if m else None
+
+
+def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | None) -> Trace:
+    """Load every rank's file and return one trace on a common time base, with a ``rank`` column."""
+    files = rank_files(directory)
+    traces = [load(p, use_cache=use_cache, progress=progress) for p in files]
+    ranks = []
+    for i, (p, t) in enumerate(zip(files, traces)):
+        r = t.metadata.get("rank")
+        r = r if r is not None else rank_from_name(p)
+        ranks.append(r if r is not None else i)
+    if len(set(ranks)) != len(ranks):
+        raise TraceError(directory, f"two files claim the same rank ({sorted(ranks)})")
+    return merge_ranks(traces, ranks, source=str(directory))
+
+
+def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:
+    """Return one trace of several ranks: times shifted to the earliest rank's base, ranks set."""
+    base = min(t.metadata.get("base_time_ns", 0) for t in traces)
+    events, flows, per_rank = [], [], {}
+    for t, r in zip(traces, ranks):
+        shift = t.metadata.get("base_time_ns", 0) - base
+        t = with_rank(t, r)
+        events.append(_shift(t.events, shift))
+        flows.append(_shift(t.flows, shift))
+        per_rank[str(r)] = {k: v for k, v in t.metadata.items()}
+    meta = {
+        "source": source,
+        "format": "ranks",
+        "base_time_ns": base,
+        "ranks": sorted(ranks),
+        "device_properties": traces[0].metadata.get("device_properties", []),
+        "distributed_info": traces[0].metadata.get("distributed_info", {}),
+        "per_rank": per_rank,
+    }
+    ev = pa.concat_tables(events).unify_dictionaries().combine_chunks()
+    fl = pa.concat_tables(flows).unify_dictionaries().combine_chunks()
+    return Trace(ev, fl, meta)
+
+
+def _shift(t: pa.Table, shift: int) -> pa.Table:
+    if shift == 0 or t.num_rows == 0:
+        return t
+    import pyarrow.compute as pc
+
+    i = t.schema.get_field_index("ts")
+    return t.set_column(i, "ts", pc.add(t["ts"], pa.scalar(shift, pa.int64())))

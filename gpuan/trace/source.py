@@ -1,0 +1,101 @@
+"""Open a trace file as a stream of bytes, decompressing gzip on the fly (python-isal when installed)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from gpuan.errors import TraceError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+try:  # python-isal decompresses several times faster than zlib, in its own thread
+    from isal import igzip_threaded as _igzip_threaded
+except ImportError:  # pragma: no cover - isal is a dependency, this is for stripped installs
+    _igzip_threaded = None
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    """Return whether the file starts with the gzip magic bytes."""
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+class ByteSource:
+    """Bytes of a (possibly compressed) file, with the bookkeeping the scanner needs for messages and
+    progress: how many bytes came before the current buffer, and how far into the file on disk we are."""
+
+    def __init__(self, path: str, raw: io.BufferedReader, stream: io.RawIOBase | io.BufferedIOBase):
+        self.path = path
+        self._raw = raw
+        self._stream = stream
+        self.total = os.fstat(raw.fileno()).st_size
+        self._base = 0  # uncompressed offset of the current buffer's first byte
+
+    def readinto(self, mv: memoryview) -> int:
+        """Read into mv; returns the number of bytes read, 0 at the end."""
+        try:
+            return self._stream.readinto(mv) or 0
+        except EOFError:
+            raise TraceError(self.path, "truncated gzip stream (file ends before the gzip end marker)") from None
+        except (OSError, zlib.error, ValueError) as e:
+            raise TraceError(self.path, f"unreadable gzip data ({e})") from None
+
+    def read_rest(self) -> bytes:
+        """Return every remaining byte."""
+        chunks = []
+        buf = bytearray(1 << 20)
+        mv = memoryview(buf)
+        while n := self.readinto(mv):
+            chunks.append(bytes(mv[:n]))
+        return b"".join(chunks)
+
+    def advance(self, nbytes: int) -> None:
+        """Note that the first nbytes of the current buffer have been consumed."""
+        self._base += nbytes
+
+    def offset_of(self, pos: int) -> int:
+        """Return the uncompressed file offset of position pos in the current buffer."""
+        return self._base + pos
+
+    def consumed(self) -> int:
+        """Return how many bytes of the file on disk have been read."""
+        try:
+            return self._raw.tell()
+        except (OSError, ValueError):
+            return self.total
+
+
+@contextmanager
+def open_bytes(path: str | os.PathLike) -> Iterator[ByteSource]:
+    """Open path for streaming reads, decompressing gzip. Raises TraceError if it cannot be opened."""
+    path = str(path)
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory, not a trace file") from None
+    except OSError as e:
+        raise TraceError(path, f"cannot open ({e.strerror})") from None
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+        if magic == GZIP_MAGIC:
+            if _igzip_threaded is not None:
+                stream = _igzip_threaded.open(raw, "rb", threads=1, block_size=4 << 20)
+            else:  # pragma: no cover
+                stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        else:
+            stream = raw
+        try:
+            yield ByteSource(path, raw, stream)
+        finally:
+            if stream is not raw:
+                stream.close()
+    finally:
+        raw.close()

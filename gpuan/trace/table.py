@@ -1,0 +1,147 @@
+"""The Trace: the event table, the flow table and the trace-level metadata, plus the helpers every
+reader uses to build columns of the schema's types."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpuan.trace.schema import FLOW_SCHEMA, KINDS, SCHEMA
+
+INDEX32 = pa.int32()
+
+
+@dataclass
+class Trace:
+    """A loaded trace.
+
+    ``events``: the event table (Arrow, columns of :data:`gpuan.trace.schema.SCHEMA`), rows in source
+    order; ``flows``: flow arrows (``ph`` s/t/f); ``metadata``: trace-level facts (``source``,
+    ``format``, ``base_time_ns``, ``device_properties``, ``distributed_info``, process and thread names).
+    """
+
+    events: pa.Table
+    flows: pa.Table = field(default_factory=lambda: FLOW_SCHEMA.empty_table())
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.events.num_rows
+
+    def to_pandas(self):
+        """Return the event table as a pandas DataFrame (dictionary columns become categoricals)."""
+        return self.events.to_pandas()
+
+    def of_kind(self, *kinds: str) -> pa.Table:
+        """Return the rows whose ``kind`` is one of ``kinds``."""
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown kind(s) {sorted(unknown)}; kinds are {', '.join(KINDS)}")
+        mask = pc.is_in(self.events["kind"].combine_chunks().dictionary_decode(), pa.array(list(kinds)))
+        return self.events.filter(mask)
+
+    def column(self, name: str, engine=None):
+        """Return one column as an array of the engine's namespace (numpy on the CPU, CuPy on the GPU).
+
+        Integer columns come back with nulls as the dtype's minimum; dictionary columns as their int
+        codes (-1 for null)."""
+        from gpuan.engine import current
+
+        return (engine or current()).column(self.events[name])
+
+
+def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
+    """Return an Arrow validity bitmap for a boolean mask (None when all are valid)."""
+    if valid is None:
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def int_column(values: np.ndarray, null: int | None, type_: pa.DataType) -> pa.Array:
+    """Return an Arrow integer column from numpy values, with `null` (a sentinel) as missing.
+
+    The data buffer is shared with `values` when the dtype already matches (no copy)."""
+    invalid = None if null is None else values == null
+    if invalid is not None and not invalid.any():
+        invalid = None
+    np_type = type_.to_pandas_dtype()
+    if values.dtype != np_type:
+        values = values.astype(np_type)
+    valid = None if invalid is None else ~invalid
+    nulls = 0 if valid is None else int(invalid.sum())
+    return pa.Array.from_buffers(type_, values.size, [_bitmap(valid), pa.py_buffer(values)], null_count=nulls)
+
+
+def sparse_column(length: int, idx: np.ndarray, values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """Return a column of `length` rows, null except rows `idx`, which hold `values`.
+
+    Buffers start as untouched zero pages, so a mostly-null column costs memory only around its values."""
+    data = np.zeros(length, type_.to_pandas_dtype())
+    data[idx] = values
+    valid = np.zeros(length, bool)
+    valid[idx] = True
+    return pa.Array.from_buffers(type_, length, [_bitmap(valid), pa.py_buffer(data)], null_count=length - idx.size)
+
+
+def null_column(length: int, type_: pa.DataType) -> pa.Array:
+    """Return an all-null column whose buffers are untouched zero pages (pa.nulls would fill them)."""
+    if pa.types.is_dictionary(type_):
+        return pa.DictionaryArray.from_arrays(null_column(length, type_.index_type), pa.array([], type_.value_type))
+    width = type_.bit_width // 8
+    zeros = pa.py_buffer(np.zeros(length * width + 8, np.uint8))
+    bitmap = pa.py_buffer(np.zeros((length + 7) // 8 + 8, np.uint8))
+    return pa.Array.from_buffers(type_, length, [bitmap, zeros], null_count=length)
+
+
+def dict_column(
+    codes: np.ndarray,
+    strings: Sequence[str],
+    index_type: pa.DataType = INDEX32,
+    idx: np.ndarray | None = None,
+    length: int | None = None,
+) -> pa.Array:
+    """Return a dictionary column from integer codes into `strings` (negative = null).
+
+    With `idx` and `length`, the codes are those of rows `idx` of a column of `length` rows, the rest
+    null. The dictionary holds only the strings used, sorted, so that the same data gives the same column
+    however it was read."""
+    valid = codes >= 0
+    used = np.unique(codes[valid])
+    words = [strings[i] for i in used]
+    order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
+    lookup = np.full(len(strings) + 1, -1, np.int64)
+    lookup[used[order]] = np.arange(used.size)
+    dictionary = pa.array([words[i] for i in order], pa.string())
+    new = lookup[np.where(valid, codes, len(strings))]
+    if idx is None:
+        indices = int_column(new.astype(index_type.to_pandas_dtype()), -1, index_type)
+    else:
+        keep = new >= 0
+        indices = sparse_column(length, idx[keep], new[keep], index_type)
+    return pa.DictionaryArray.from_arrays(indices, dictionary)
+
+
+def strings_column(values: Iterable[str | None], index_type: pa.DataType = INDEX32) -> pa.Array:
+    """Return a dictionary column from Python strings (None = null)."""
+    arr = pa.array(list(values), pa.string())
+    return pc.dictionary_encode(arr).cast(pa.dictionary(index_type, pa.string()))
+
+
+def build_table(columns: dict[str, pa.Array | np.ndarray], length: int, schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Return a table of `schema` from the given columns; the schema's other columns are all null."""
+    arrays = []
+    for f in schema:
+        col = columns.get(f.name)
+        if col is None:
+            arrays.append(null_column(length, f.type))
+            continue
+        if isinstance(col, np.ndarray):
+            col = pa.array(col)
+        if col.type != f.type:
+            col = col.cast(f.type)
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema)

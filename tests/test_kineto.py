@@ -1,0 +1,215 @@
+"""The Kineto reader against the raw JSON of every real trace, decoded independently here."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter, defaultdict
+from decimal import Decimal
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+from conftest import kineto_files
+
+import gpuan
+from gpuan.trace.kineto import reader
+
+# The test's own reading of what each category is (written out here, not taken from gpuan).
+EXPECTED_KIND = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "driver",
+    "cpu_op": "cpu_op",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "python_function": "python",
+}
+
+
+def raw_events(path):
+    """The file's events with exact decimal numbers."""
+    with gzip.open(path, "rb") as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
+    return doc["traceEvents"]
+
+
+def ns(us) -> int:
+    return int((Decimal(us) * 1000).to_integral_value())
+
+
+@pytest.fixture(scope="module", params=kineto_files() or ["<no data>"])
+def loaded(request, data_dir):
+    path = data_dir / "kineto" / request.param
+    return path, raw_events(path), gpuan.load(path, use_cache=False)
+
+
+def test_counts_per_kind(loaded):
+    path, events, trace = loaded
+    expected = Counter(
+        EXPECTED_KIND.get(str(e.get("cat", "")).lower(), "other") for e in events if e.get("ph") in ("X", "i", "I")
+    )
+    got = Counter(trace.events["kind"].combine_chunks().dictionary_decode().to_pylist())
+    assert got == expected
+    assert trace.flows.num_rows == sum(e.get("ph") in ("s", "t", "f") for e in events)
+
+
+def test_kernel_time_per_stream(loaded):
+    path, events, trace = loaded
+    expected_n, expected_t = Counter(), Counter()
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "kernel":
+            s = e["args"].get("stream", e["tid"])
+            expected_n[s] += 1
+            expected_t[s] += ns(e["dur"])
+    k = trace.of_kind("kernel")
+    got_n = Counter(k["stream"].to_pylist())
+    got_t = defaultdict(int)
+    for s, d in zip(k["stream"].to_pylist(), k["dur"].to_pylist()):
+        got_t[s] += d
+    assert got_n == expected_n
+    assert dict(got_t) == dict(expected_t)
+
+
+def test_times_exact_to_the_ns(loaded):
+    path, events, trace = loaded
+    x = [e for e in events if e.get("ph") == "X"]
+    base = min(ns(e["ts"]) for e in events if "ts" in e and e.get("ph") != "M")
+    expected = sorted((ns(e["ts"]) - base, ns(e["dur"])) for e in x)
+    ev = trace.events.filter(pc.invert(pc.is_in(trace.events["name"].combine_chunks().dictionary_decode(),
+                                                  value_set=gpuan_instants(events))))
+    got = sorted(zip(ev["ts"].to_pylist(), ev["dur"].to_pylist()))
+    assert got == expected
+    assert trace.metadata["base_time_ns"] == base + int(json_base(path))
+
+
+def gpuan_instants(events):
+    import pyarrow as pa
+
+    return pa.array(sorted({e["name"] for e in events if e.get("ph") in ("i", "I")}), pa.string())
+
+
+def json_base(path) -> int:
+    with gzip.open(path, "rb") as f:
+        doc = json.loads(f.read())
+    return doc.get("baseTimeNanoseconds", 0)
+
+
+def test_linking_arguments(loaded):
+    """correlation, External id, grid/block, registers, bytes match the raw args row by row."""
+    path, events, trace = loaded
+    want = sorted(
+        (
+            e["args"].get("correlation"),
+            e["args"].get("External id"),
+            tuple(e["args"].get("grid", [None] * 3)),
+            tuple(e["args"].get("block", [None] * 3)),
+            e["args"].get("registers per thread"),
+            e["args"].get("bytes"),
+        )
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    g = trace.events.filter(pc.is_in(trace.events["kind"].combine_chunks().dictionary_decode(),
+                                     value_set=__import__("pyarrow").array(["kernel", "memcpy", "memset"])))
+    cols = [g[c].to_pylist() for c in ("correlation", "external_id", "grid_x", "grid_y", "grid_z", "block_x",
+                                       "block_y", "block_z", "registers", "bytes")]
+    got = sorted((r[0], r[1], tuple(r[2:5]), tuple(r[5:8]), r[8], r[9]) for r in zip(*cols))
+    assert got == want
+
+
+def test_string_pids_are_mapped_not_dropped(loaded):
+    path, events, trace = loaded
+    named = {e["pid"] for e in events if isinstance(e.get("pid"), str) and e.get("ph") in ("X", "i")}
+    names = set(trace.metadata["id_names"].values())
+    for s in named:
+        assert s in names
+    spans = [e for e in events if e.get("pid") == "Spans" and e.get("ph") == "X"]
+    if spans:
+        row = trace.events.filter(pc.equal(trace.events["cat"].combine_chunks().dictionary_decode(), "trace"))
+        ident = [int(k) for k, v in trace.metadata["id_names"].items() if v == "Spans"][0]
+        assert row["pid"].to_pylist() == [ident] * len(spans)
+
+
+def test_parallel_blocks_give_the_same_table(loaded, monkeypatch):
+    """Tiny blocks and two threads (chunk guesses, carried partial events) read exactly like one pass."""
+    path, events, trace = loaded
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    small = gpuan.trace.kineto.build_trace(reader.scan_file(str(path), threads=2), source=str(path))
+    assert small.events.equals(trace.events)
+    assert small.flows.equals(trace.flows)
+
+
+def test_shapes_and_collectives(data_dir):
+    t = gpuan.load(data_dir / "kineto" / "cpu_tiny_lm_prefill_decode.json.gz", use_cache=False)
+    events = raw_events(data_dir / "kineto" / "cpu_tiny_lm_prefill_decode.json.gz")
+    dims = Counter(json.dumps(e["args"]["Input Dims"]) for e in events if "Input Dims" in e.get("args", {}))
+    got = Counter(json.dumps(json.loads(s)) for s in t.events["input_dims"].to_pylist() if s is not None)
+    assert got == dims
+
+    t = gpuan.load(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz", use_cache=False)
+    events = raw_events(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz")
+    coll = Counter((e["args"]["Collective name"], e["args"].get("In msg nelems"), e["args"].get("Group size"))
+                   for e in events if "Collective name" in e.get("args", {}))
+    got = Counter(zip(t.events["collective"].to_pylist(), t.events["in_msg_nelems"].to_pylist(),
+                      t.events["group_size"].to_pylist()))
+    got.pop((None, None, None))
+    assert got == coll and sum(coll.values()) > 0
+
+
+def test_memcpy_kinds(data_dir):
+    for name in ("v100_rank0_ns_resolution.json.gz", "mi250_minitoy_train_rocm.json.gz"):
+        events = raw_events(data_dir / "kineto" / name)
+        want = Counter(e["name"].split()[1] for e in events if e.get("cat") == "gpu_memcpy")
+        t = gpuan.load(data_dir / "kineto" / name, use_cache=False)
+        got = Counter(t.of_kind("memcpy")["memcpy_kind"].to_pylist())
+        assert got == want
+
+
+def test_metadata(data_dir):
+    t = gpuan.load(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz", use_cache=False)
+    assert t.metadata["device_properties"][0]["name"] == "NVIDIA A100-PG509-200"
+    assert t.metadata["distributed_info"]["world_size"] == 2
+    assert t.metadata["rank"] == 0 and set(t.events["rank"].to_pylist()) == {0}
+    assert t.metadata["processes"]["0"]["labels"] == "GPU 0"
+
+
+def write_json(tmp_path, name, doc, *, indent=None):
+    p = tmp_path / name
+    p.write_text(json.dumps(doc, indent=indent))
+    return p
+
+
+def test_generic_chrome_trace_forms(tmp_path):
+    """A bare array, B/E pairs, string numbers, escaped strings, a string pid with a number in it."""
+    events = [
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 2, "ts": 10.5},
+        {"ph": "B", "name": "inner \"q\" \\ é", "pid": 1, "tid": 2, "ts": 11},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 12.25},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 20},
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": "0", "tid": "stream 7", "ts": 13, "dur": 1.0005,
+         "args": {"correlation": "42", "stream": 7, "grid": [4, 1, 1]}},
+        {"ph": "i", "name": "mark", "pid": 1, "tid": 2, "ts": 14, "s": "t"},
+    ]
+    t = gpuan.load(write_json(tmp_path, "bare.json", events), use_cache=False)
+    rows = {r["name"]: r for r in t.events.to_pylist()}
+    assert rows["outer"]["ts"] == 0 and rows["outer"]["dur"] == 9500
+    assert rows['inner "q" \\ é']["dur"] == 1250
+    assert rows["k"]["kind"] == "kernel" and rows["k"]["cat"] == "kernel"
+    assert rows["k"]["dur"] == 1001 and rows["k"]["correlation"] == 42
+    assert (rows["k"]["pid"], rows["k"]["tid"], rows["k"]["stream"], rows["k"]["device"]) == (0, 7, 7, 0)
+    assert rows["k"]["grid_x"] == 4 and rows["mark"]["dur"] == 0
+    assert len(rows) == 4
+
+
+def test_numbers_in_exponent_form_and_minified(tmp_path):
+    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.5e3, "dur": 2e-3}],
+           "deviceProperties": []}
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(doc, separators=(",", ":")))
+    r = gpuan.load(p, use_cache=False).events.to_pylist()[0]
+    assert (r["ts"], r["dur"]) == (0, 2)
+    assert np.int64 is not None

@@ -36,6 +36,18 @@ class ByteSource:
         self.total = os.fstat(raw.fileno()).st_size
         self._base = 0  # uncompressed offset of the current buffer's first byte
 
+    def expected_size(self) -> int:
+        """Return an upper estimate of the uncompressed size (exact for plain files)."""
+        if self._stream is self._raw:
+            return self.total
+        # gzip keeps the size mod 2**32 in its last 4 bytes; JSON compresses at most ~30x
+        with open(self.path, "rb") as f:
+            f.seek(max(0, self.total - 4))
+            isize = int.from_bytes(f.read(4), "little")
+        while isize < self.total:
+            isize += 1 << 32
+        return max(isize, self.total * 30) if self.total > (1 << 27) else isize
+
     def readinto(self, mv: memoryview) -> int:
         """Read into mv; returns the number of bytes read, 0 at the end."""
         try:

@@ -109,16 +109,16 @@ def dict_column(
     With `idx` and `length`, the codes are those of rows `idx` of a column of `length` rows, the rest
     null. The dictionary holds only the strings used, sorted, so that the same data gives the same column
     however it was read."""
-    valid = codes >= 0
-    used = np.unique(codes[valid])
+    used = np.unique(codes[codes >= 0])
     words = [strings[i] for i in used]
     order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
-    lookup = np.full(len(strings) + 1, -1, np.int64)
+    # lookup[-1] stays -1, so null codes (-1) map to null without a mask pass
+    lookup = np.full(len(strings) + 1, -1, index_type.to_pandas_dtype())
     lookup[used[order]] = np.arange(used.size)
     dictionary = pa.array([words[i] for i in order], pa.string())
-    new = lookup[np.where(valid, codes, len(strings))]
+    new = lookup[codes]
     if idx is None:
-        indices = int_column(new.astype(index_type.to_pandas_dtype()), -1, index_type)
+        indices = int_column(new, -1, index_type)
     else:
         keep = new >= 0
         indices = sparse_column(length, idx[keep], new[keep], index_type)

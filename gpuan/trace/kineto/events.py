@@ -24,29 +24,44 @@ _ROCM_MEMCPY_KIND = {"1": "HtoD", "2": "DtoH", "3": "DtoD", "0": "HtoH"}
 
 
 def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
-    """Return the Trace for the scanned rows of one Kineto file."""
-    c, sp, strings, n = raw.columns, raw.sparse, raw.strings, raw.length
+    """Return the Trace for the scanned rows of one Kineto file.
+
+    Rows come out grouped by kind and in time order within each kind (file order breaks ties), so the
+    same events give the same table whatever their order in the file, a kind is a contiguous slice, and
+    a column that only one kind fills stays untouched memory elsewhere."""
+    c, sp, strings = raw.columns, raw.sparse, raw.strings
     meta = _trace_metadata(raw.metadata, source)
     ids_named: dict[int, str] = {}
 
-    pid = _resolve_ids(c.pop("pid"), sp["pid_str"], strings, ids_named)
-    tid = _resolve_ids(c.pop("tid"), sp["tid_str"], strings, ids_named)
-    ph = np.zeros(n, np.int32)
-    ph[sp["ph"][0]] = sp["ph"][1]
-    ts, dur, keep = _complete_durations(c.pop("ts"), c.pop("dur"), ph, pid, tid)
-    del ph
-
+    pid = _resolve_ids(c.pop("pid"), sp.pop("pid_str"), strings, ids_named)
+    tid = _resolve_ids(c.pop("tid"), sp.pop("tid_str"), strings, ids_named)
+    ts, dur, keep = _complete_durations(c.pop("ts"), c.pop("dur"), c.pop("ph"), pid, tid)
     cat, norm_strings, kind = _categories(c.pop("cat"), strings)
+
+    order = _kind_time_order(kind, ts, keep)
+    n = order.size
+    new_row = np.full(raw.length, -1, np.int64)
+    new_row[order] = np.arange(n)
+
+    def moved(pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        idx, vals = pair
+        rows = new_row[idx]
+        ok = rows >= 0
+        rows, vals = rows[ok], vals[ok]
+        by_row = np.argsort(rows, kind="stable")
+        return rows[by_row], vals[by_row]
+
+    kind, cat, pid, tid, ts, dur = (_permute(a, order) for a in (kind, cat, pid, tid, ts, dur))
     gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODE[k] for k in GPU_KINDS]))
-    device = _fill_sparse(sp.pop("device"), gpu_rows, pid[gpu_rows], lambda p: (p >= 0) & (p < 4096))
-    stream = _fill_sparse(sp.pop("stream"), gpu_rows, tid[gpu_rows], lambda t: t != N64)
+    device = _fill_sparse(moved(sp.pop("device")), gpu_rows, pid[gpu_rows], lambda p: (p >= 0) & (p < 4096))
+    stream = _fill_sparse(moved(sp.pop("stream")), gpu_rows, tid[gpu_rows], lambda t: t != N64)
 
     base = _base_time(ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
     rank = rank if rank is not None else meta.get("distributed_info", {}).get("rank")
     meta["rank"] = rank
 
-    name = c.pop("name")
+    name = _permute(c.pop("name"), order)
     cols = {
         "ts": int_column(_rebase(ts, base), N64, pa.int64()),
         "dur": int_column(dur, N64, pa.int64()),
@@ -57,29 +72,49 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
         "tid": int_column(tid, N64, pa.int64()),
         "device": sparse_column(n, *device, pa.int16()),
         "stream": sparse_column(n, *stream, pa.int64()),
-        "correlation": int_column(c.pop("correlation"), N64, pa.int64()),
-        "external_id": int_column(c.pop("external_id"), N64, pa.int64()),
-        "memcpy_kind": _memcpy_kinds(name, sp.pop("arg_kind"), kind, strings),
+        "correlation": int_column(_permute(c.pop("correlation"), order), N64, pa.int64()),
+        "external_id": int_column(_permute(c.pop("external_id"), order), N64, pa.int64()),
+        "memcpy_kind": _memcpy_kinds(name, moved(sp.pop("arg_kind")), kind, strings),
     }
     del name, pid, tid, ts, dur
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
     for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size"):
-        cols[col] = sparse_column(n, *sp.pop(col), pa.int32())
+        cols[col] = sparse_column(n, *moved(sp.pop(col)), pa.int32())
     for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
-        cols[col] = sparse_column(n, *sp.pop(col), pa.int64())
+        cols[col] = sparse_column(n, *moved(sp.pop(col)), pa.int64())
     for col in ("collective", "dtype", "pg_name", "pg_ranks", "input_dims", "input_types", "concrete_inputs"):
-        idx, codes = sp.pop(col)
+        idx, codes = moved(sp.pop(col))
         cols[col] = dict_column(codes, strings, idx=idx, length=n)
     table = build_table(cols, n)
-    if keep is not None:
-        table = table.filter(pa.array(keep))
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
     flows = _flow_table(raw.flows, strings, ids_named, base, rank)
     meta["id_names"] = {str(k): v for k, v in sorted(ids_named.items())}
     return Trace(table, flows, meta)
+
+
+def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Return a reordered by `order`, written over a's own memory (a is a view into the reader's
+    buffers, which stay alive anyway: a fresh array would only add to the peak)."""
+    a[: order.size] = a[order]
+    return a[: order.size]
+
+
+def _kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """Return the row order: by kind, then by time (missing times last), then by file position."""
+    order = np.argsort(kind, kind="stable")  # a radix sort for int8
+    if keep is not None:
+        order = order[keep[order]]
+    kinds = kind[order]
+    bounds = np.flatnonzero(np.diff(kinds)) + 1
+    for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [order.size]])):
+        seg = ts[order[a:b]]
+        if seg.size > 1 and (seg[1:] < seg[:-1]).any():
+            seg = np.where(seg == N64, np.iinfo(np.int64).max, seg)  # missing times last
+            order[a:b] = order[a:b][np.argsort(seg, kind="stable")]
+    return order
 
 
 def _rebase(ts: np.ndarray, base: int) -> np.ndarray:
@@ -93,14 +128,14 @@ def _rebase(ts: np.ndarray, base: int) -> np.ndarray:
 def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Return (normalised category codes, their strings, kind codes), computed once per distinct string."""
     norm_index: dict[str, int] = {}
-    cat_map = np.full(len(strings) + 1, -1, np.int64)
+    # the last slot of each map is for null (-1) codes
+    cat_map = np.full(len(strings) + 1, -1, np.int32)
     kind_map = np.full(len(strings) + 1, KIND_CODE["other"], np.int8)
     for i in np.unique(cat_ids[cat_ids >= 0]):
         norm = normalise_category(strings[i])
         cat_map[i] = norm_index.setdefault(norm, len(norm_index))
         kind_map[i] = KIND_CODE[kind_of_category(norm)]
-    codes = np.where(cat_ids >= 0, cat_ids, len(strings))
-    return cat_map[codes], list(norm_index), kind_map[codes]
+    return cat_map[cat_ids], list(norm_index), kind_map[cat_ids]
 
 
 def _fill_sparse(given, rows, fallback, ok) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +190,6 @@ def _id_of_string(text: str, named: dict[int, str]) -> int:
 def _complete_durations(ts, dur, ph, pid, tid):
     """Return (ts, dur, keep): instants get duration 0; B/E pairs become one event with a duration
     (the E rows are dropped: keep is a mask, or None when nothing is dropped)."""
-    dur = dur.copy()
     instant = (ph == ord("i")) | (ph == ord("I"))
     dur[instant & (dur == N64)] = 0
     begins = np.flatnonzero(ph == ord("B"))

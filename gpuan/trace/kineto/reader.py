@@ -23,16 +23,17 @@ from gpuan.trace.source import open_bytes
 
 BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
-BYTES_PER_ROW = 48  # scratch rows per chunk byte: the smallest realistic event is ~70 bytes
+BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
+MIN_EVENT_BYTES = 48  # for the upper bound of rows in a file of known size
 
 # Columns kept for every event row; every other scratch field is kept sparsely (row index + value).
 DENSE64 = ("ts", "dur", "pid", "tid", "correlation", "external_id")
-DENSE32 = ("name", "cat")
+DENSE32 = ("name", "cat")  # string ids
 SPARSE64 = ("stream", "shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid")
 SPARSE32 = (
     "pid_str", "tid_str", "device", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "registers", "group_size", "collective", "dtype", "pg_name", "pg_ranks", "input_dims",
-    "input_types", "concrete_inputs", "arg_kind", "ph",
+    "input_types", "concrete_inputs", "arg_kind",
 )  # fmt: skip
 #: scratch fields that hold string ids
 STRING_FIELDS = frozenset(
@@ -90,29 +91,17 @@ class StringTables:
                     int(self.state[i, sc.ST_UNIQUE]),
                 )  # fmt: skip
 
-    def strings(self, i: int) -> list[bytes]:
-        """Return the raw bytes of every string interned by thread i, in id order."""
+    def strings(self, i: int, start: int = 0) -> list[bytes]:
+        """Return the raw bytes of the strings interned by thread i, in id order, from id `start` on."""
         n = int(self.state[i, sc.ST_UNIQUE])
         pool = self.pool[i]
-        return [pool[o : o + ln].tobytes() for o, ln in zip(self.uoff[i, :n], self.ulen[i, :n])]
+        return [pool[o : o + ln].tobytes() for o, ln in zip(self.uoff[i, start:n], self.ulen[i, start:n])]
 
 
 def _grow_cols(a: np.ndarray, width: int) -> np.ndarray:
     b = np.zeros((a.shape[0], width), a.dtype)
     b[:, : a.shape[1]] = a
     return b
-
-
-@dataclass
-class Collected:
-    """Rows taken out of the scratch, per block and chunk, in compact form."""
-
-    events: dict[str, list] = field(default_factory=lambda: {n: [] for n in DENSE64 + DENSE32})
-    sparse: dict[str, list] = field(default_factory=lambda: {n: [] for n in SPARSE64 + SPARSE32})
-    thread: list[int] = field(default_factory=list)  # which thread's strings each piece refers to
-    lengths: list[int] = field(default_factory=list)
-    flows: list[dict[str, np.ndarray]] = field(default_factory=list)
-    meta: list[tuple] = field(default_factory=list)
 
 
 @dataclass
@@ -123,83 +112,103 @@ class RawTrace:
     length: int  # number of event rows
     columns: dict[str, np.ndarray]  # dense columns, scanner null sentinels for missing values
     sparse: dict[str, tuple[np.ndarray, np.ndarray]]  # (row indexes, values) of the non-null values
-    strings: list[str]  # global string table; string columns hold indices into it
+    strings: list[str]  # global string table; string columns hold indices into it (-1: null)
     flows: dict[str, np.ndarray]
-    process_meta: list[tuple]  # (pid, tid, pid_str, tid_str, metadata name, value)
+    process_meta: list[tuple]  # (pid, tid, pid_str, tid_str, name, arg name, arg labels, sort index)
     metadata: dict
 
 
-def _take(t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected) -> None:
-    """Move scratch rows [0, rows) of thread t into `out`."""
+class GlobalStrings:
+    """One string table for all threads: maps each thread's local string ids to global ids, extended
+    after every block with the strings that thread met for the first time."""
+
+    def __init__(self, threads: int) -> None:
+        self.index: dict[bytes, int] = {}
+        self.maps = [np.full(1, -1, np.int32) for _ in range(threads)]  # last slot: null -> -1
+
+    def update(self, t: int, tables: StringTables) -> np.ndarray:
+        """Return thread t's local → global id map (its last entry maps null to -1)."""
+        known = self.maps[t].size - 1
+        fresh = tables.strings(t, start=known)
+        if fresh:
+            ids = [self.index.setdefault(s, len(self.index)) for s in fresh]
+            self.maps[t] = np.concatenate([self.maps[t][:-1], np.array(ids + [-1], np.int32)])
+        return self.maps[t]
+
+    def decoded(self) -> list[str]:
+        """Return the global strings, JSON escapes resolved."""
+        return [_decode(s) for s in self.index]
+
+
+class Collected:
+    """Rows taken out of the scratch, in file order, as growing 2-D numpy arrays (one row per field).
+
+    Arrays are preallocated with np.empty for an upper bound of the row count: pages past the rows
+    actually written are never touched, so they cost address space, not memory."""
+
+    def __init__(self, threads: int, expected_rows: int) -> None:
+        cap = max(expected_rows, 1024)
+        self.rows = 0
+        self.d64 = np.empty((len(DENSE64), cap), np.int64)
+        self.d32 = np.empty((len(DENSE32), cap), np.int32)
+        self.ph = np.empty(cap, np.int8)
+        self.s64_idx = np.empty((len(SPARSE64), cap), np.int64)
+        self.s64_val = np.empty((len(SPARSE64), cap), np.int64)
+        self.s32_idx = np.empty((len(SPARSE32), cap), np.int64)
+        self.s32_val = np.empty((len(SPARSE32), cap), np.int32)
+        self.s_count = np.zeros(len(SPARSE64) + len(SPARSE32), np.int64)
+        self.f64 = np.empty((4, cap), np.int64)
+        self.f32 = np.empty((4, cap), np.int32)
+        self.f_count = np.zeros(1, np.int64)
+        self.meta: list[tuple] = []
+        self.strings = GlobalStrings(threads)
+
+    def reserve(self, n: int) -> None:
+        """Make room for n more rows in every array (rarely needed: the first estimate is an upper bound)."""
+        used = max(self.rows, int(self.s_count.max()), int(self.f_count[0]))
+        if used + n <= self.ph.size:
+            return
+        cap = max(self.ph.size * 3 // 2, used + n)
+        for name in ("d64", "d32", "ph", "s64_idx", "s64_val", "s32_idx", "s32_val", "f64", "f32"):
+            a = getattr(self, name)
+            b = np.empty(a.shape[:-1] + (cap,), a.dtype)
+            b[..., :used] = a[..., :used]
+            setattr(self, name, b)
+
+
+_D64_SRC = np.array([sc.I64[n] for n in DENSE64], np.int64)
+_D32_SRC = np.array([sc.I32[n] for n in DENSE32], np.int64)
+_S64_SRC = np.array([sc.I64[n] for n in SPARSE64], np.int64)
+_S32_SRC = np.array([sc.I32[n] for n in SPARSE32], np.int64)
+_S32_IS_STRING = np.array([n in STRING_FIELDS for n in SPARSE32], np.bool_)
+_META_FIELDS = ("pid_str", "tid_str", "name", "arg_name", "arg_labels")
+
+
+def _take(t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, tables: StringTables) -> None:
+    """Move scratch rows [0, rows) of thread t into `out`, string ids made global."""
     if rows == 0:
         return
-    ph = o32[sc.I32["ph"], :rows]
-    is_event = np.isin(ph, _EVENT_PHASES)
-    is_flow = np.isin(ph, _FLOW_PHASES)
-    is_meta = ph == ord("M")
-    if is_flow.any():
-        idx = np.flatnonzero(is_flow)
-        out.flows.append(
-            {
-                "id": o64[sc.I64["flow_id"], idx],
-                "cat": o32[sc.I32["cat"], idx],
-                "phase": ph[idx].astype(np.int8),
-                "ts": o64[sc.I64["ts"], idx],
-                "pid": o64[sc.I64["pid"], idx],
-                "tid": o64[sc.I64["tid"], idx],
-                "pid_str": o32[sc.I32["pid_str"], idx],
-                "tid_str": o32[sc.I32["tid_str"], idx],
-                "thread": np.full(idx.size, t, np.int32),
-            }
-        )
-    for r in np.flatnonzero(is_meta):
+    gmap = out.strings.update(t, tables)
+    out.reserve(rows)
+    out.rows += sc.drain(
+        o64, o32, rows, gmap, out.d64, _D64_SRC, out.d32, _D32_SRC, out.ph, out.rows,
+        out.s64_idx, out.s64_val, _S64_SRC, out.s32_idx, out.s32_val, _S32_SRC, _S32_IS_STRING, out.s_count,
+        out.f64, out.f32, out.f_count,
+    )  # fmt: skip
+    for r in np.flatnonzero(o32[:rows, sc.I32["ph"]] == ord("M")):
+        sid = [int(gmap[v]) if v != sc.NULL32 else -1 for v in (o32[r, sc.I32[f]] for f in _META_FIELDS)]
         out.meta.append(
-            (
-                t,
-                int(o64[sc.I64["pid"], r]),
-                int(o64[sc.I64["tid"], r]),
-                int(o32[sc.I32["pid_str"], r]),
-                int(o32[sc.I32["tid_str"], r]),
-                int(o32[sc.I32["name"], r]),
-                int(o32[sc.I32["arg_name"], r]),
-                int(o32[sc.I32["arg_labels"], r]),
-                int(o64[sc.I64["sort_index"], r]),
-            )
+            (int(o64[r, sc.I64["pid"]]), int(o64[r, sc.I64["tid"]]), *sid, int(o64[r, sc.I64["sort_index"]]))
         )
-    if is_event.all():
-        idx = None
-        n = rows
-    else:
-        idx = np.flatnonzero(is_event)
-        n = idx.size
-    if n == 0:
-        return
-
-    def col(a: np.ndarray) -> np.ndarray:
-        return a[:rows].copy() if idx is None else a[idx]
-
-    for name in DENSE64:
-        out.events[name].append(col(o64[sc.I64[name]]))
-    for name in DENSE32:
-        out.events[name].append(col(o32[sc.I32[name]]))
-    for name in SPARSE64:
-        v = col(o64[sc.I64[name]])
-        nz = np.flatnonzero(v != sc.NULL64).astype(np.int32)
-        out.sparse[name].append((nz, v[nz]))
-    for name in SPARSE32:
-        v = col(o32[sc.I32[name]])
-        nz = np.flatnonzero(v != sc.NULL32).astype(np.int32)
-        out.sparse[name].append((nz, v[nz]))
-    out.thread.append(t)
-    out.lengths.append(n)
 
 
 class _Scratch:
     """Per-thread scratch columns the scanner writes into."""
 
     def __init__(self, threads: int, cap: int) -> None:
-        self.o64 = np.empty((threads, len(sc.F64), cap), np.int64)
-        self.o32 = np.empty((threads, len(sc.F32), cap), np.int32)
+        # one event's fields side by side: the scanner fills a row at a time
+        self.o64 = np.empty((threads, cap, len(sc.F64)), np.int64)
+        self.o32 = np.empty((threads, cap, len(sc.F32)), np.int32)
 
 
 def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0):
@@ -215,7 +224,7 @@ def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0):
             tables.grow()
             continue
         if status == sc.FULL:
-            _take(t, scratch.o64[t], scratch.o32[t], row, out)
+            _take(t, scratch.o64[t], scratch.o32[t], row, out, tables)
             row = 0
             continue
         return status, pos, row
@@ -230,11 +239,11 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
     chunk_cap = BLOCK_BYTES // threads // BYTES_PER_ROW + 64
     tables = StringTables(threads)
     scratch = _Scratch(threads, chunk_cap)
-    out = Collected()
     buf = np.empty(BLOCK_BYTES, np.uint8)
     results = np.zeros((threads, 3), np.int64)
 
     with open_bytes(path) as src:
+        out = Collected(threads, src.expected_size() // MIN_EVENT_BYTES + 1024)
         have, eof = _fill(src, buf, 0)
         if have == 0:
             raise TraceError(path, "empty file")
@@ -257,7 +266,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             region = n - pos
             if threads == 1 or region < MIN_PARALLEL_BYTES:
                 status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
-                _take(0, scratch.o64[0], scratch.o32[0], rows, out)
+                _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
             else:
                 status, pos = _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out)
             if progress is not None:
@@ -279,8 +288,9 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             have, eof = _fill(src, buf, keep)
         tail = buf[pos:have].tobytes() + (b"" if eof else src.read_rest())
 
+    del scratch, buf  # the scratch is as large as a block's rows: free it before assembling
     metadata = _parse_metadata(path, head, tail) if kind == 1 else {}
-    return _assemble(out, tables, metadata)
+    return _assemble(out, metadata)
 
 
 def _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out):
@@ -303,12 +313,12 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out):
             status, p, rows = _scan_serial(buf, resume, ends[k], n, k, scratch, tables, out)
         elif status in (sc.GROW, sc.FULL):
             if status == sc.FULL:
-                _take(k, scratch.o64[k], scratch.o32[k], rows, out)
+                _take(k, scratch.o64[k], scratch.o32[k], rows, out, tables)
                 rows = 0
             else:
                 tables.grow()
             status, p, rows = _scan_serial(buf, p, ends[k], n, k, scratch, tables, out, rows)
-        _take(k, scratch.o64[k], scratch.o32[k], rows, out)
+        _take(k, scratch.o64[k], scratch.o32[k], rows, out, tables)
         resume = p
         if status != sc.OK_END:
             return status, p
@@ -350,60 +360,22 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _assemble(out: Collected, tables: StringTables, metadata: dict) -> RawTrace:
-    """Concatenate the collected pieces into dense columns with global string ids."""
-    # global string ids: one table for all threads, raw (undecoded) bytes as the key
-    gid: dict[bytes, int] = {}
-    maps = []
-    for t in range(tables.threads):
-        raw = tables.strings(t)
-        maps.append(np.array([gid.setdefault(s, len(gid)) for s in raw] + [-1], dtype=np.int32))
-    strings = [_decode(s) for s in gid]
-
-    def remap(v: np.ndarray, t: int, nullv: int) -> np.ndarray:
-        m = maps[t]
-        r = m[np.where(v == nullv, m.size - 1, v)]
-        return r
-
-    lengths = np.array(out.lengths, np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    total = int(offsets[-1])
-    columns: dict[str, np.ndarray] = {}
-    for name, pieces in out.events.items():
-        if name in STRING_FIELDS:
-            pieces[:] = [remap(p, t, sc.NULL32) for p, t in zip(pieces, out.thread)]
-        columns[name] = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
-        pieces.clear()
+def _assemble(out: Collected, metadata: dict) -> RawTrace:
+    """Return the collected rows as a RawTrace (views of the collected arrays, not copies)."""
+    n = out.rows
+    columns = {name: out.d64[i, :n] for i, name in enumerate(DENSE64)}
+    columns.update({name: out.d32[i, :n] for i, name in enumerate(DENSE32)})
+    columns["ph"] = out.ph[:n]
     sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for name, pieces in out.sparse.items():
-        idx = [offsets[k] + i for k, (i, _) in enumerate(pieces)]
-        vals = [remap(v, out.thread[k], -1) if name in STRING_FIELDS else v for k, (_, v) in enumerate(pieces)]
-        idx = np.concatenate(idx) if idx else np.empty(0, np.int64)
-        vals = np.concatenate(vals) if vals else np.empty(0, np.int64)
-        if name in STRING_FIELDS:  # strings that decode to nothing usable were mapped to -1
-            keep = vals >= 0
-            idx, vals = idx[keep], vals[keep]
-        sparse[name] = (idx, vals)
-        pieces.clear()
-
-    flows: dict[str, np.ndarray] = {}
-    if out.flows:
-        for key in out.flows[0]:
-            flows[key] = np.concatenate([f[key] for f in out.flows])
-        th = flows.pop("thread")
-        for key in ("cat", "pid_str", "tid_str"):
-            v = flows[key]
-            r = np.full(v.size, -1, np.int32)
-            for t in range(tables.threads):
-                sel = (th == t) & (v != sc.NULL32)
-                r[sel] = maps[t][v[sel]]
-            flows[key] = r
-
-    def g(t: int, v: int) -> int:
-        return int(maps[t][v]) if v != sc.NULL32 else -1
-
-    meta_rows = [
-        (pid, tid, g(t, ps), g(t, ts_), g(t, nm), g(t, an), g(t, al), si)
-        for t, pid, tid, ps, ts_, nm, an, al, si in out.meta
-    ]
-    return RawTrace(total, columns, sparse, strings, flows, meta_rows, metadata)
+    for i, name in enumerate(SPARSE64):
+        k = int(out.s_count[i])
+        sparse[name] = (out.s64_idx[i, :k], out.s64_val[i, :k])
+    for i, name in enumerate(SPARSE32):
+        k = int(out.s_count[len(SPARSE64) + i])
+        sparse[name] = (out.s32_idx[i, :k], out.s32_val[i, :k])
+    nf = int(out.f_count[0])
+    flows = {}
+    if nf:
+        flows = {name: out.f64[i, :nf] for i, name in enumerate(("id", "ts", "pid", "tid"))}
+        flows.update({name: out.f32[i, :nf] for i, name in enumerate(("cat", "phase", "pid_str", "tid_str"))})
+    return RawTrace(n, columns, sparse, out.strings.decoded(), flows, out.meta, metadata)

@@ -338,7 +338,7 @@ def _int32(v):
 
 @njit(cache=True)
 def _parse_triple(buf, pos, n, o32, col, row):
-    """Parse an array of up to three integers (grid/block) into o32[col:col+3, row]."""
+    """Parse an array of up to three integers (grid/block) into o32[row, col:col+3]."""
     if buf[pos] != 91:
         return skip_value(buf, pos, n)
     pos += 1
@@ -353,7 +353,7 @@ def _parse_triple(buf, pos, n, o32, col, row):
         if pos < 0:
             return -1
         if k < 3:
-            o32[col + k, row] = _int32(v)
+            o32[row, col + k] = _int32(v)
         k += 1
         pos = skip_ws(buf, pos, n)
         if pos < n and buf[pos] == 44:
@@ -411,68 +411,68 @@ def _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
             return -1
         sid = NULL32
         if h == A_CORR:
-            o64[S_CORR, row], pos = parse_int(buf, pos, n)
+            o64[row, S_CORR], pos = parse_int(buf, pos, n)
         elif h == A_EXT:
-            o64[S_EXT, row], pos = parse_int(buf, pos, n)
+            o64[row, S_EXT], pos = parse_int(buf, pos, n)
         elif h == A_DEVICE:
             v, pos = parse_int(buf, pos, n)
-            o32[T_DEVICE, row] = _int32(v)
+            o32[row, T_DEVICE] = _int32(v)
         elif h == A_STREAM:
-            o64[S_STREAM, row], pos = parse_int(buf, pos, n)
+            o64[row, S_STREAM], pos = parse_int(buf, pos, n)
         elif h == A_GRID:
             pos = _parse_triple(buf, pos, n, o32, T_GRID, row)
         elif h == A_BLOCK:
             pos = _parse_triple(buf, pos, n, o32, T_BLOCK, row)
         elif h == A_REGS:
             v, pos = parse_int(buf, pos, n)
-            o32[T_REGS, row] = _int32(v)
+            o32[row, T_REGS] = _int32(v)
         elif h == A_SHMEM:
-            o64[S_SHMEM, row], pos = parse_int(buf, pos, n)
+            o64[row, S_SHMEM], pos = parse_int(buf, pos, n)
         elif h == A_BYTES:
-            o64[S_BYTES, row], pos = parse_int(buf, pos, n)
+            o64[row, S_BYTES], pos = parse_int(buf, pos, n)
         elif h == A_IN_N:
-            o64[S_IN_N, row], pos = parse_int(buf, pos, n)
+            o64[row, S_IN_N], pos = parse_int(buf, pos, n)
         elif h == A_OUT_N:
-            o64[S_OUT_N, row], pos = parse_int(buf, pos, n)
+            o64[row, S_OUT_N], pos = parse_int(buf, pos, n)
         elif h == A_GROUP:
             v, pos = parse_int(buf, pos, n)
-            o32[T_GROUP, row] = _int32(v)
+            o32[row, T_GROUP] = _int32(v)
         elif h == A_SEQ:
-            o64[S_SEQ, row], pos = parse_int(buf, pos, n)
+            o64[row, S_SEQ], pos = parse_int(buf, pos, n)
         elif h == A_FWD:
-            o64[S_FWD, row], pos = parse_int(buf, pos, n)
+            o64[row, S_FWD], pos = parse_int(buf, pos, n)
         elif h == A_SORT:
-            o64[S_SORT, row], pos = parse_int(buf, pos, n)
+            o64[row, S_SORT], pos = parse_int(buf, pos, n)
         elif h == A_COLL:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_COLL, row] = sid
+            o32[row, T_COLL] = sid
         elif h == A_DTYPE:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_DTYPE, row] = sid
+            o32[row, T_DTYPE] = sid
         elif h == A_PG_NAME:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_PG_NAME, row] = sid
+            o32[row, T_PG_NAME] = sid
         elif h == A_PG_RANKS:
             sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_PG_RANKS, row] = sid
+            o32[row, T_PG_RANKS] = sid
         elif h == A_IN_DIMS:
             sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_IN_DIMS, row] = sid
+            o32[row, T_IN_DIMS] = sid
         elif h == A_IN_TYPES:
             sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_IN_TYPES, row] = sid
+            o32[row, T_IN_TYPES] = sid
         elif h == A_CONCRETE:
             sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_CONCRETE, row] = sid
+            o32[row, T_CONCRETE] = sid
         elif h == A_NAME:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_ARG_NAME, row] = sid
+            o32[row, T_ARG_NAME] = sid
         elif h == A_LABELS:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_ARG_LABELS, row] = sid
+            o32[row, T_ARG_LABELS] = sid
         elif h == A_KIND:
             sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_ARG_KIND, row] = sid
+            o32[row, T_ARG_KIND] = sid
         else:
             pos = skip_value(buf, pos, n)
         if sid == -1:
@@ -494,10 +494,8 @@ def _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
 
 @njit(cache=True)
 def _clear_row(o64, o32, row):
-    for f in range(o64.shape[0]):
-        o64[f, row] = NULL64
-    for f in range(o32.shape[0]):
-        o32[f, row] = NULL32
+    o64[row, :] = NULL64
+    o32[row, :] = NULL32
 
 
 @njit(cache=True)
@@ -519,27 +517,27 @@ def _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
             c = buf[pos]
             e = skip_value(buf, pos, n)
             if c == 34 and e > pos + 2:
-                o32[T_PH if h == K_PH else T_BP, row] = buf[pos + 1]
+                o32[row, T_PH if h == K_PH else T_BP] = buf[pos + 1]
             pos = e
         elif h == K_NAME:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_NAME, row] = sid
+            o32[row, T_NAME] = sid
         elif h == K_CAT:
             sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-            o32[T_CAT, row] = sid
+            o32[row, T_CAT] = sid
         elif h == K_TS:
-            o64[S_TS, row], pos = parse_ns(buf, pos, n)
+            o64[row, S_TS], pos = parse_ns(buf, pos, n)
         elif h == K_DUR:
-            o64[S_DUR, row], pos = parse_ns(buf, pos, n)
+            o64[row, S_DUR], pos = parse_ns(buf, pos, n)
         elif h == K_PID or h == K_TID:
             num = S_PID if h == K_PID else S_TID
             if buf[pos] == 34:
                 sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
-                o32[T_PID_STR if h == K_PID else T_TID_STR, row] = sid
+                o32[row, T_PID_STR if h == K_PID else T_TID_STR] = sid
             else:
-                o64[num, row], pos = parse_int(buf, pos, n)
+                o64[row, num], pos = parse_int(buf, pos, n)
         elif h == K_ID:
-            o64[S_FLOW, row], pos = parse_int(buf, pos, n)
+            o64[row, S_FLOW], pos = parse_int(buf, pos, n)
         elif h == K_ARGS:
             pos = _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
             if pos == -2:
@@ -571,7 +569,7 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
     is one of the codes above; pos is where to resume (an event start, or after the array's ']');
     rows is the number of the first unfilled scratch row.
     """
-    cap = o64.shape[1]
+    cap = o64.shape[0]
     row = row0
     while True:
         pos = skip_ws(buf, pos, n)
@@ -672,3 +670,67 @@ def find_events_array(buf, n):
         else:
             return -1, pos
     return 0, 0
+
+
+@njit(cache=True, inline="always")
+def _global_id(gmap, v):
+    """gmap's last entry is -1: the global id of a null (NULL32) local id."""
+    return gmap[gmap.shape[0] - 1 if v == NULL32 else v]
+
+
+@njit(cache=True, nogil=True)
+def drain(
+    o64, o32, rows, gmap,
+    d64, d64_src, d32, d32_src, ph_out, at,
+    s64_idx, s64_val, s64_src, s32_idx, s32_val, s32_src, s32_is_string, s_count,
+    f64, f32, f_count,
+):  # fmt: skip
+    """Move scratch rows [0, rows) into the output columns, string ids made global through gmap.
+
+    Event rows go to the dense columns d64/d32/ph_out from row `at` on (fields d64_src/d32_src of the
+    scratch) and to the sparse columns (row, value) where the scratch field is not null; flow rows (ph
+    s/t/f) go to f64 (id, ts, pid, tid) and f32 (cat, phase, pid_str, tid_str). Metadata rows are left
+    to the caller. Returns the number of event rows written."""
+    n = 0
+    nf = f_count[0]
+    for r in range(rows):
+        ph = o32[r, T_PH]
+        if ph == 115 or ph == 116 or ph == 102:  # s t f
+            f64[0, nf] = o64[r, S_FLOW]
+            f64[1, nf] = o64[r, S_TS]
+            f64[2, nf] = o64[r, S_PID]
+            f64[3, nf] = o64[r, S_TID]
+            f32[0, nf] = _global_id(gmap, o32[r, T_CAT])
+            f32[1, nf] = ph
+            f32[2, nf] = _global_id(gmap, o32[r, T_PID_STR])
+            f32[3, nf] = _global_id(gmap, o32[r, T_TID_STR])
+            nf += 1
+            continue
+        if ph == 77:  # M: metadata, handled by the caller
+            continue
+        row = at + n
+        for j in range(d64_src.shape[0]):
+            d64[j, row] = o64[r, d64_src[j]]
+        for j in range(d32_src.shape[0]):
+            d32[j, row] = _global_id(gmap, o32[r, d32_src[j]])
+        ph_out[row] = ph
+        for j in range(s64_src.shape[0]):
+            v = o64[r, s64_src[j]]
+            if v != NULL64:
+                k = s_count[j]
+                s64_idx[j, k] = row
+                s64_val[j, k] = v
+                s_count[j] = k + 1
+        base = s64_src.shape[0]
+        for j in range(s32_src.shape[0]):
+            v = o32[r, s32_src[j]]
+            if v != NULL32:
+                if s32_is_string[j]:
+                    v = gmap[v]
+                k = s_count[base + j]
+                s32_idx[j, k] = row
+                s32_val[j, k] = v
+                s_count[base + j] = k + 1
+        n += 1
+    f_count[0] = nf
+    return n

@@ -1,0 +1,47 @@
+"""Memory habits for reading GB-sized traces into columns.
+
+Ingest preallocates columns for an upper bound of rows and relies on untouched pages costing nothing;
+numpy's huge-page advice (2 MB pages) would defeat that, and glibc keeps freed medium-sized buffers in
+its heap. Both are process-wide settings, so they are changed only for the duration of a read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from contextlib import contextmanager
+from typing import Iterator
+
+try:
+    from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
+except ImportError:  # pragma: no cover - older numpy
+    _get_madvise_hugepage = _set_madvise_hugepage = None
+
+_M_MMAP_THRESHOLD = -3
+_libc = None
+try:
+    _name = ctypes.util.find_library("c")
+    if _name:
+        _libc = ctypes.CDLL(_name)
+        _libc.mallopt  # noqa: B018 - glibc only; other C libraries lack it
+        _libc.malloc_trim  # noqa: B018
+except (OSError, AttributeError):  # pragma: no cover - not glibc
+    _libc = None
+
+
+@contextmanager
+def lean_memory() -> Iterator[None]:
+    """Within the block: numpy allocations use small pages, buffers of 256 KB and more are mapped (and
+    so returned to the system when freed); afterwards free heap memory is handed back."""
+    previous = _get_madvise_hugepage() if _get_madvise_hugepage else None
+    if _set_madvise_hugepage:
+        _set_madvise_hugepage(False)
+    if _libc is not None:
+        _libc.mallopt(_M_MMAP_THRESHOLD, 256 << 10)
+    try:
+        yield
+    finally:
+        if _set_madvise_hugepage and previous is not None:
+            _set_madvise_hugepage(previous)
+        if _libc is not None:
+            _libc.malloc_trim(0)

@@ -24,6 +24,7 @@ from gpuan.trace.source import open_bytes
 BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
+SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
 MIN_EVENT_BYTES = 48  # for the upper bound of rows in a file of known size
 
 # Columns kept for every event row; every other scratch field is kept sparsely (row index + value).
@@ -239,7 +240,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
     chunk_cap = BLOCK_BYTES // threads // BYTES_PER_ROW + 64
     tables = StringTables(threads)
     scratch = _Scratch(threads, chunk_cap)
-    buf = np.empty(BLOCK_BYTES, np.uint8)
+    buf = np.empty(BLOCK_BYTES + SLACK, np.uint8)
     results = np.zeros((threads, 3), np.int64)
 
     with open_bytes(path) as src:
@@ -280,7 +281,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             if eof:
                 raise TraceError(path, "trace ends in the middle of the events (truncated file)")
             keep = n - pos
-            if keep * 2 > buf.size:
+            if keep * 2 > buf.size - SLACK:
                 buf = _grow_buffer(buf)
             buf[:keep] = buf[pos:n]
             src.advance(pos)
@@ -327,8 +328,8 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out):
 
 def _fill(src, buf: np.ndarray, have: int) -> tuple[int, bool]:
     """Read into buf[have:] until it is full or the source ends; returns (bytes held, at end)."""
-    mv = memoryview(buf)
-    while have < buf.size:
+    mv = memoryview(buf)[: buf.size - SLACK]
+    while have < mv.nbytes:
         got = src.readinto(mv[have:])
         if not got:
             return have, True
@@ -337,7 +338,7 @@ def _fill(src, buf: np.ndarray, have: int) -> tuple[int, bool]:
 
 
 def _grow_buffer(buf: np.ndarray) -> np.ndarray:
-    bigger = np.empty(buf.size * 2, np.uint8)
+    bigger = np.empty((buf.size - SLACK) * 2 + SLACK, np.uint8)
     bigger[: buf.size] = buf
     return bigger
 

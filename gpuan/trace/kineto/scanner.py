@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 NULL64 = np.iinfo(np.int64).min
 NULL32 = np.iinfo(np.int32).min
@@ -116,9 +117,44 @@ def skip_ws(buf, pos, n):
     return pos
 
 
+@njit(cache=True, inline="always")
+def _load8(b64, p):
+    """The 8 bytes at byte position p as a little-endian word (buffers have 8 bytes of slack)."""
+    q = p >> 3
+    sh = np.uint64((p & 7) * 8)
+    lo = b64[q]
+    if sh == 0:
+        return lo
+    return (lo >> sh) | (b64[q + 1] << (np.uint64(64) - sh))
+
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+
+
+@njit(cache=True, inline="always")
+def _zero_bytes(x):
+    """High bit set in each byte of x that is zero (exact for the lowest such byte)."""
+    return (x - _ONES) & ~x & _HIGHS
+
+
 @njit(cache=True)
-def string_end(buf, pos, n):
-    """pos is just after an opening quote; return the position of the closing quote, or -1."""
+def string_end(buf, b64, pos, n):
+    """pos is just after an opening quote; return the position of the closing quote, or -1.
+
+    Eight bytes at a time: a word with no quote and no backslash is skipped whole."""
+    while pos + 8 <= n:
+        w = _load8(b64, pos)
+        hits = _zero_bytes(w ^ _QUOTES) | _zero_bytes(w ^ _BACKSLASHES)
+        if hits == 0:
+            pos += 8
+            continue
+        pos += trailing_zeros(hits) >> 3
+        if buf[pos] == 34:
+            return pos
+        pos += 2
     while pos < n:
         c = buf[pos]
         if c == 34:
@@ -131,18 +167,18 @@ def string_end(buf, pos, n):
 
 
 @njit(cache=True)
-def skip_value(buf, pos, n):
+def skip_value(buf, b64, pos, n):
     """Return the position just after the JSON value starting at pos, or -1 if it runs past n."""
     c = buf[pos]
     if c == 34:
-        e = string_end(buf, pos + 1, n)
+        e = string_end(buf, b64, pos + 1, n)
         return -1 if e < 0 else e + 1
     if c == 123 or c == 91:
         depth = 0
         while pos < n:
             c = buf[pos]
             if c == 34:
-                e = string_end(buf, pos + 1, n)
+                e = string_end(buf, b64, pos + 1, n)
                 if e < 0:
                     return -1
                 pos = e + 1
@@ -165,11 +201,17 @@ def skip_value(buf, pos, n):
 
 
 @njit(cache=True)
-def _hash_bytes(buf, a, b):
-    h = _FNV_OFFSET
-    for i in range(a, b):
-        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
-    # final avalanche so that the low bits used for the table index are well mixed
+def _hash_bytes(b64, a, b):
+    """64-bit hash of bytes [a, b): a multiply per 8-byte word, then a final avalanche."""
+    h = _FNV_OFFSET ^ np.uint64(b - a)
+    p = a
+    while p + 8 <= b:
+        h = (h ^ _load8(b64, p)) * _FNV_PRIME
+        h ^= h >> np.uint64(29)
+        p += 8
+    if p < b:
+        tail = _load8(b64, p) & ((np.uint64(1) << np.uint64(8 * (b - p))) - np.uint64(1))
+        h = (h ^ tail) * _FNV_PRIME
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xFF51AFD7ED558CCD)
     h ^= h >> np.uint64(33)
@@ -177,9 +219,25 @@ def _hash_bytes(buf, a, b):
 
 
 @njit(cache=True)
-def intern(buf, a, b, tkeys, tvals, pool, uoff, ulen, st):
+def _same_bytes(b64, a, pool64, o, ln):
+    """Whether bytes [a, a+ln) of the buffer equal bytes [o, o+ln) of the pool."""
+    i = 0
+    while i + 8 <= ln:
+        if _load8(b64, a + i) != _load8(pool64, o + i):
+            return False
+        i += 8
+    if i < ln:
+        mask = (np.uint64(1) << np.uint64(8 * (ln - i))) - np.uint64(1)
+        if (_load8(b64, a + i) ^ _load8(pool64, o + i)) & mask:
+            return False
+    return True
+
+
+@njit(cache=True)
+def intern(buf, b64, a, b, tkeys, tvals, pool, uoff, ulen, st):
     """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
-    h = _hash_bytes(buf, a, b)
+    h = _hash_bytes(b64, a, b)
+    pool64 = pool.view(np.uint64)
     mask = tkeys.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     ln = b - a
@@ -187,19 +245,12 @@ def intern(buf, a, b, tkeys, tvals, pool, uoff, ulen, st):
         v = tvals[slot]
         if v < 0:
             break
-        if tkeys[slot] == h and ulen[v] == ln:
-            o = uoff[v]
-            same = True
-            for i in range(ln):
-                if pool[o + i] != buf[a + i]:
-                    same = False
-                    break
-            if same:
-                return v
+        if tkeys[slot] == h and ulen[v] == ln and _same_bytes(b64, a, pool64, uoff[v], ln):
+            return v
         slot = (slot + 1) & mask
     nu = st[ST_UNIQUE]
     used = st[ST_POOL]
-    if nu >= uoff.shape[0] or used + ln > pool.shape[0] or 2 * (nu + 1) > tkeys.shape[0]:
+    if nu >= uoff.shape[0] or used + ln + 16 > pool.shape[0] or 2 * (nu + 1) > tkeys.shape[0]:
         return -1
     pool[used : used + ln] = buf[a:b]
     uoff[nu] = used
@@ -216,8 +267,9 @@ def rehash(tkeys, tvals, pool, uoff, ulen, n_unique):
     """Fill a fresh (larger) table from the interned strings already in the pool."""
     tvals[:] = -1
     mask = tkeys.shape[0] - 1
+    pool64 = pool.view(np.uint64)
     for v in range(n_unique):
-        h = _hash_bytes(pool, uoff[v], uoff[v] + ulen[v])
+        h = _hash_bytes(pool64, uoff[v], uoff[v] + ulen[v])
         slot = np.int64(h & np.uint64(mask))
         while tvals[slot] >= 0:
             slot = (slot + 1) & mask
@@ -226,7 +278,7 @@ def rehash(tkeys, tvals, pool, uoff, ulen, n_unique):
 
 
 @njit(cache=True)
-def parse_ns(buf, pos, n):
+def parse_ns(buf, b64, pos, n):
     """Parse a JSON number of microseconds at pos into integer nanoseconds, exactly.
 
     Returns (value, end position); end is -1 if the number runs past n or is not a number.
@@ -281,12 +333,12 @@ def parse_ns(buf, pos, n):
 
 
 @njit(cache=True)
-def parse_int(buf, pos, n):
+def parse_int(buf, b64, pos, n):
     """Parse an integer value at pos: a JSON number (fraction dropped), or a string holding a decimal
     or 0x-hex number. Returns (value or NULL64, end position or -1)."""
     c = buf[pos]
     if c == 34:
-        e = string_end(buf, pos + 1, n)
+        e = string_end(buf, b64, pos + 1, n)
         if e < 0:
             return NULL64, -1
         a = pos + 1
@@ -324,9 +376,9 @@ def parse_int(buf, pos, n):
         while pos < n and 48 <= buf[pos] <= 57:
             v = v * 10 + (buf[pos] - 48)
             pos += 1
-        e = skip_value(buf, pos, n) if pos < n else -1
+        e = skip_value(buf, b64, pos, n) if pos < n else -1
         return (-v if neg else v), e
-    return NULL64, skip_value(buf, pos, n)
+    return NULL64, skip_value(buf, b64, pos, n)
 
 
 @njit(cache=True)
@@ -337,10 +389,10 @@ def _int32(v):
 
 
 @njit(cache=True)
-def _parse_triple(buf, pos, n, o32, col, row):
+def _parse_triple(buf, b64, pos, n, o32, col, row):
     """Parse an array of up to three integers (grid/block) into o32[row, col:col+3]."""
     if buf[pos] != 91:
-        return skip_value(buf, pos, n)
+        return skip_value(buf, b64, pos, n)
     pos += 1
     k = 0
     while True:
@@ -349,7 +401,7 @@ def _parse_triple(buf, pos, n, o32, col, row):
             return -1
         if buf[pos] == 93:
             return pos + 1
-        v, pos = parse_int(buf, pos, n)
+        v, pos = parse_int(buf, b64, pos, n)
         if pos < 0:
             return -1
         if k < 3:
@@ -361,28 +413,28 @@ def _parse_triple(buf, pos, n, o32, col, row):
 
 
 @njit(cache=True)
-def _string_id(buf, pos, n, raw, tkeys, tvals, pool, uoff, ulen, st):
+def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
     if buf[pos] == 34:
-        e = string_end(buf, pos + 1, n)
+        e = string_end(buf, b64, pos + 1, n)
         if e < 0:
             return NULL32, -1
-        sid = intern(buf, pos + 1, e, tkeys, tvals, pool, uoff, ulen, st)
+        sid = intern(buf, b64, pos + 1, e, tkeys, tvals, pool, uoff, ulen, st)
         return sid, e + 1
-    e = skip_value(buf, pos, n)
+    e = skip_value(buf, b64, pos, n)
     if e < 0:
         return NULL32, -1
     if raw and buf[pos] != 110:  # anything but null
-        sid = intern(buf, pos, e, tkeys, tvals, pool, uoff, ulen, st)
+        sid = intern(buf, b64, pos, e, tkeys, tvals, pool, uoff, ulen, st)
         return sid, e
     return NULL32, e
 
 
 @njit(cache=True)
-def _parse_key(buf, pos, n):
+def _parse_key(buf, b64, pos, n):
     """pos is at an opening quote; return (hash of the key, position after the ':' and whitespace)."""
-    e = string_end(buf, pos + 1, n)
+    e = string_end(buf, b64, pos + 1, n)
     if e < 0:
         return np.uint64(0), -1
     h = _FNV_OFFSET
@@ -395,86 +447,86 @@ def _parse_key(buf, pos, n):
 
 
 @njit(cache=True)
-def _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
+def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
     -2 when the intern table is full."""
     if buf[pos] != 123:
-        return skip_value(buf, pos, n)
+        return skip_value(buf, b64, pos, n)
     pos = skip_ws(buf, pos + 1, n)
     if pos < n and buf[pos] == 125:
         return pos + 1
     while pos < n:
         if buf[pos] != 34:
             return -1
-        h, pos = _parse_key(buf, pos, n)
+        h, pos = _parse_key(buf, b64, pos, n)
         if pos < 0 or pos >= n:
             return -1
         sid = NULL32
         if h == A_CORR:
-            o64[row, S_CORR], pos = parse_int(buf, pos, n)
+            o64[row, S_CORR], pos = parse_int(buf, b64, pos, n)
         elif h == A_EXT:
-            o64[row, S_EXT], pos = parse_int(buf, pos, n)
+            o64[row, S_EXT], pos = parse_int(buf, b64, pos, n)
         elif h == A_DEVICE:
-            v, pos = parse_int(buf, pos, n)
+            v, pos = parse_int(buf, b64, pos, n)
             o32[row, T_DEVICE] = _int32(v)
         elif h == A_STREAM:
-            o64[row, S_STREAM], pos = parse_int(buf, pos, n)
+            o64[row, S_STREAM], pos = parse_int(buf, b64, pos, n)
         elif h == A_GRID:
-            pos = _parse_triple(buf, pos, n, o32, T_GRID, row)
+            pos = _parse_triple(buf, b64, pos, n, o32, T_GRID, row)
         elif h == A_BLOCK:
-            pos = _parse_triple(buf, pos, n, o32, T_BLOCK, row)
+            pos = _parse_triple(buf, b64, pos, n, o32, T_BLOCK, row)
         elif h == A_REGS:
-            v, pos = parse_int(buf, pos, n)
+            v, pos = parse_int(buf, b64, pos, n)
             o32[row, T_REGS] = _int32(v)
         elif h == A_SHMEM:
-            o64[row, S_SHMEM], pos = parse_int(buf, pos, n)
+            o64[row, S_SHMEM], pos = parse_int(buf, b64, pos, n)
         elif h == A_BYTES:
-            o64[row, S_BYTES], pos = parse_int(buf, pos, n)
+            o64[row, S_BYTES], pos = parse_int(buf, b64, pos, n)
         elif h == A_IN_N:
-            o64[row, S_IN_N], pos = parse_int(buf, pos, n)
+            o64[row, S_IN_N], pos = parse_int(buf, b64, pos, n)
         elif h == A_OUT_N:
-            o64[row, S_OUT_N], pos = parse_int(buf, pos, n)
+            o64[row, S_OUT_N], pos = parse_int(buf, b64, pos, n)
         elif h == A_GROUP:
-            v, pos = parse_int(buf, pos, n)
+            v, pos = parse_int(buf, b64, pos, n)
             o32[row, T_GROUP] = _int32(v)
         elif h == A_SEQ:
-            o64[row, S_SEQ], pos = parse_int(buf, pos, n)
+            o64[row, S_SEQ], pos = parse_int(buf, b64, pos, n)
         elif h == A_FWD:
-            o64[row, S_FWD], pos = parse_int(buf, pos, n)
+            o64[row, S_FWD], pos = parse_int(buf, b64, pos, n)
         elif h == A_SORT:
-            o64[row, S_SORT], pos = parse_int(buf, pos, n)
+            o64[row, S_SORT], pos = parse_int(buf, b64, pos, n)
         elif h == A_COLL:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_COLL] = sid
         elif h == A_DTYPE:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_DTYPE] = sid
         elif h == A_PG_NAME:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_PG_NAME] = sid
         elif h == A_PG_RANKS:
-            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_PG_RANKS] = sid
         elif h == A_IN_DIMS:
-            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_IN_DIMS] = sid
         elif h == A_IN_TYPES:
-            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_IN_TYPES] = sid
         elif h == A_CONCRETE:
-            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_CONCRETE] = sid
         elif h == A_NAME:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_ARG_NAME] = sid
         elif h == A_LABELS:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_ARG_LABELS] = sid
         elif h == A_KIND:
-            sid, pos = _string_id(buf, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_ARG_KIND] = sid
         else:
-            pos = skip_value(buf, pos, n)
+            pos = skip_value(buf, b64, pos, n)
         if sid == -1:
             return -2
         if pos < 0:
@@ -499,7 +551,7 @@ def _clear_row(o64, o32, row):
 
 
 @njit(cache=True)
-def _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
+def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
     """Parse one event object starting at pos ('{'). Returns the end position, -1 on error or
     truncation (the caller tells them apart by the position), -2 when the intern table is full."""
     _clear_row(o64, o32, row)
@@ -509,41 +561,41 @@ def _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
     while pos < n:
         if buf[pos] != 34:
             return -1
-        h, pos = _parse_key(buf, pos, n)
+        h, pos = _parse_key(buf, b64, pos, n)
         if pos < 0 or pos >= n:
             return -1
         sid = NULL32
         if h == K_PH or h == K_BP:
             c = buf[pos]
-            e = skip_value(buf, pos, n)
+            e = skip_value(buf, b64, pos, n)
             if c == 34 and e > pos + 2:
                 o32[row, T_PH if h == K_PH else T_BP] = buf[pos + 1]
             pos = e
         elif h == K_NAME:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_NAME] = sid
         elif h == K_CAT:
-            sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
             o32[row, T_CAT] = sid
         elif h == K_TS:
-            o64[row, S_TS], pos = parse_ns(buf, pos, n)
+            o64[row, S_TS], pos = parse_ns(buf, b64, pos, n)
         elif h == K_DUR:
-            o64[row, S_DUR], pos = parse_ns(buf, pos, n)
+            o64[row, S_DUR], pos = parse_ns(buf, b64, pos, n)
         elif h == K_PID or h == K_TID:
             num = S_PID if h == K_PID else S_TID
             if buf[pos] == 34:
-                sid, pos = _string_id(buf, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+                sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
                 o32[row, T_PID_STR if h == K_PID else T_TID_STR] = sid
             else:
-                o64[row, num], pos = parse_int(buf, pos, n)
+                o64[row, num], pos = parse_int(buf, b64, pos, n)
         elif h == K_ID:
-            o64[row, S_FLOW], pos = parse_int(buf, pos, n)
+            o64[row, S_FLOW], pos = parse_int(buf, b64, pos, n)
         elif h == K_ARGS:
-            pos = _parse_args(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
+            pos = _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
             if pos == -2:
                 return -2
         else:
-            pos = skip_value(buf, pos, n)
+            pos = skip_value(buf, b64, pos, n)
         if sid == -1:
             return -2
         if pos < 0:
@@ -565,12 +617,14 @@ def _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
 def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
     """Parse the events of the array that start in [pos, end) of buf[:n] into rows row0.. of the scratch.
 
-    pos must be at an event's '{' or at the separators before one. Returns (status, pos, rows): status
+    buf must extend at least 16 bytes past n (word reads look ahead). pos must be at an event's '{' or
+    at the separators before one. Returns (status, pos, rows): status
     is one of the codes above; pos is where to resume (an event start, or after the array's ']');
     rows is the number of the first unfilled scratch row.
     """
     cap = o64.shape[0]
     row = row0
+    b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
     while True:
         pos = skip_ws(buf, pos, n)
         if pos < n and buf[pos] == 44:
@@ -586,12 +640,12 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
             return BAD, pos, row
         if row >= cap:
             return FULL, pos, row
-        e = _parse_event(buf, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
+        e = _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
         if e == -2:
             return GROW, pos, row
         if e < 0:
             # distinguish an event cut by the buffer end from a malformed one
-            if skip_value(buf, pos, n) < 0:
+            if skip_value(buf, b64, pos, n) < 0:
                 return NEED_MORE, pos, row
             return BAD, pos, row
         row += 1
@@ -636,6 +690,7 @@ def find_events_array(buf, n):
     Returns (kind, pos): kind 1 = object with "traceEvents", pos just after its '['; kind 2 = the file is
     a bare array of events, pos after '['; 0 = not found in buf[:n] (need more bytes); -1 = not a trace.
     """
+    b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
     pos = skip_ws(buf, 0, n)
     if pos >= n:
         return 0, 0
@@ -652,14 +707,14 @@ def find_events_array(buf, n):
     while pos < n:
         if buf[pos] != 34:
             return -1, pos
-        h, pos = _parse_key(buf, pos, n)
+        h, pos = _parse_key(buf, b64, pos, n)
         if pos < 0 or pos >= n:
             return 0, 0
         if h == K_TRACE_EVENTS:
             if buf[pos] == 91:
                 return 1, pos + 1
             return -1, pos
-        pos = skip_value(buf, pos, n)
+        pos = skip_value(buf, b64, pos, n)
         if pos < 0:
             return 0, 0
         pos = skip_ws(buf, pos, n)

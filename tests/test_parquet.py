@@ -1,0 +1,70 @@
+"""The Parquet cache: round trips, freshness, atomic writes, bad files."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+import gpuan
+from gpuan.errors import TraceError
+from gpuan.trace import parquet
+
+
+@pytest.fixture
+def trace_copy(tmp_path, data_dir):
+    p = tmp_path / "a.json.gz"
+    p.write_bytes((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
+    return p
+
+
+def test_round_trip_keeps_table_flows_and_metadata(tmp_path, trace_copy):
+    t = gpuan.load(trace_copy, use_cache=False)
+    out = parquet.write(t, tmp_path / "a.parquet")
+    back = gpuan.load(out)
+    assert back.events.equals(t.events)
+    assert back.flows.equals(t.flows)
+    assert back.metadata["device_properties"] == t.metadata["device_properties"]
+    assert back.metadata["base_time_ns"] == t.metadata["base_time_ns"]
+
+
+def test_cache_is_used_only_while_fresh(trace_copy):
+    t = gpuan.load(trace_copy, use_cache=False)
+    cache = parquet.write(t, parquet.cache_path(trace_copy), source=trace_copy)
+    assert parquet.is_fresh(cache, trace_copy)
+    # a doctored cache proves which file was read
+    doctored = t.events.slice(0, 10)
+    pq.write_table(doctored.replace_schema_metadata(pq.read_schema(cache).metadata), cache)
+    assert gpuan.load(trace_copy).events.num_rows == 10
+    # touching the source makes the cache stale: the source is read again
+    later = time.time() + 5
+    os.utime(trace_copy, (later, later))
+    assert not parquet.is_fresh(cache, trace_copy)
+    assert gpuan.load(trace_copy).events.num_rows == t.events.num_rows
+
+
+def test_failed_write_leaves_no_partial_file(tmp_path, trace_copy, monkeypatch):
+    t = gpuan.load(trace_copy, use_cache=False)
+    target = tmp_path / "x.parquet"
+    parquet.write(t, target)
+    before = target.read_bytes()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(parquet.pq, "write_table", boom)
+    with pytest.raises(OSError):
+        parquet.write(t, target)
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("x.parquet.")] == []
+
+
+def test_foreign_parquet_is_refused(tmp_path):
+    import pyarrow as pa
+
+    p = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), p)
+    with pytest.raises(TraceError, match="did not write"):
+        gpuan.load(p)

@@ -78,8 +78,9 @@ def test_times_exact_to_the_ns(loaded):
     x = [e for e in events if e.get("ph") == "X"]
     base = min(ns(e["ts"]) for e in events if "ts" in e and e.get("ph") != "M")
     expected = sorted((ns(e["ts"]) - base, ns(e["dur"])) for e in x)
-    ev = trace.events.filter(pc.invert(pc.is_in(trace.events["name"].combine_chunks().dictionary_decode(),
-                                                  value_set=gpuan_instants(events))))
+    ev = trace.events.filter(
+        pc.invert(pc.is_in(trace.events["name"].combine_chunks().dictionary_decode(), value_set=gpuan_instants(events)))
+    )
     got = sorted(zip(ev["ts"].to_pylist(), ev["dur"].to_pylist()))
     assert got == expected
     assert trace.metadata["base_time_ns"] == base + int(json_base(path))
@@ -112,10 +113,27 @@ def test_linking_arguments(loaded):
         for e in events
         if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
     )
-    g = trace.events.filter(pc.is_in(trace.events["kind"].combine_chunks().dictionary_decode(),
-                                     value_set=__import__("pyarrow").array(["kernel", "memcpy", "memset"])))
-    cols = [g[c].to_pylist() for c in ("correlation", "external_id", "grid_x", "grid_y", "grid_z", "block_x",
-                                       "block_y", "block_z", "registers", "bytes")]
+    g = trace.events.filter(
+        pc.is_in(
+            trace.events["kind"].combine_chunks().dictionary_decode(),
+            value_set=__import__("pyarrow").array(["kernel", "memcpy", "memset"]),
+        )
+    )
+    cols = [
+        g[c].to_pylist()
+        for c in (
+            "correlation",
+            "external_id",
+            "grid_x",
+            "grid_y",
+            "grid_z",
+            "block_x",
+            "block_y",
+            "block_z",
+            "registers",
+            "bytes",
+        )
+    ]
     got = sorted((r[0], r[1], tuple(r[2:5]), tuple(r[5:8]), r[8], r[9]) for r in zip(*cols))
     assert got == want
 
@@ -152,10 +170,18 @@ def test_shapes_and_collectives(data_dir):
 
     t = gpuan.load(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz", use_cache=False)
     events = raw_events(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz")
-    coll = Counter((e["args"]["Collective name"], e["args"].get("In msg nelems"), e["args"].get("Group size"))
-                   for e in events if "Collective name" in e.get("args", {}))
-    got = Counter(zip(t.events["collective"].to_pylist(), t.events["in_msg_nelems"].to_pylist(),
-                      t.events["group_size"].to_pylist()))
+    coll = Counter(
+        (e["args"]["Collective name"], e["args"].get("In msg nelems"), e["args"].get("Group size"))
+        for e in events
+        if "Collective name" in e.get("args", {})
+    )
+    got = Counter(
+        zip(
+            t.events["collective"].to_pylist(),
+            t.events["in_msg_nelems"].to_pylist(),
+            t.events["group_size"].to_pylist(),
+        )
+    )
     got.pop((None, None, None))
     assert got == coll and sum(coll.values()) > 0
 
@@ -187,11 +213,19 @@ def test_generic_chrome_trace_forms(tmp_path):
     """A bare array, B/E pairs, string numbers, escaped strings, a string pid with a number in it."""
     events = [
         {"ph": "B", "name": "outer", "pid": 1, "tid": 2, "ts": 10.5},
-        {"ph": "B", "name": "inner \"q\" \\ é", "pid": 1, "tid": 2, "ts": 11},
+        {"ph": "B", "name": 'inner "q" \\ é', "pid": 1, "tid": 2, "ts": 11},
         {"ph": "E", "pid": 1, "tid": 2, "ts": 12.25},
         {"ph": "E", "pid": 1, "tid": 2, "ts": 20},
-        {"ph": "X", "cat": "Kernel", "name": "k", "pid": "0", "tid": "stream 7", "ts": 13, "dur": 1.0005,
-         "args": {"correlation": "42", "stream": 7, "grid": [4, 1, 1]}},
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "k",
+            "pid": "0",
+            "tid": "stream 7",
+            "ts": 13,
+            "dur": 1.0005,
+            "args": {"correlation": "42", "stream": 7, "grid": [4, 1, 1]},
+        },
         {"ph": "i", "name": "mark", "pid": 1, "tid": 2, "ts": 14, "s": "t"},
     ]
     t = gpuan.load(write_json(tmp_path, "bare.json", events), use_cache=False)
@@ -206,10 +240,51 @@ def test_generic_chrome_trace_forms(tmp_path):
 
 
 def test_numbers_in_exponent_form_and_minified(tmp_path):
-    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.5e3, "dur": 2e-3}],
-           "deviceProperties": []}
+    doc = {
+        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.5e3, "dur": 2e-3}],
+        "deviceProperties": [],
+    }
     p = tmp_path / "m.json"
     p.write_text(json.dumps(doc, separators=(",", ":")))
     r = gpuan.load(p, use_cache=False).events.to_pylist()[0]
     assert (r["ts"], r["dur"]) == (0, 2)
     assert np.int64 is not None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_strings_and_layouts(tmp_path, monkeypatch, seed):
+    """Names with quotes, backslashes, unicode and control characters at every length and alignment,
+    minified or indented, read back exactly (also through tiny parallel blocks)."""
+    rng = np.random.default_rng(seed)
+    alphabet = list('ab"\\/\n\té€😀{}[],: xyz')
+    events = []
+    for i in range(400):
+        name = "".join(rng.choice(alphabet, rng.integers(0, 40)))
+        e = {
+            "name": name,
+            "ph": "X",
+            "cat": rng.choice(["kernel", "cpu_op", "Kernel"]),
+            "pid": int(rng.integers(0, 3)),
+            "tid": int(rng.integers(0, 9)),
+            "ts": int(rng.integers(0, 10**9)) / 1000,
+            "dur": int(rng.integers(0, 10**6)) / 1000,
+            "args": {"correlation": i, "junk": {"nested": [name, {"x": [1, 2]}]}, "stream": int(rng.integers(0, 9))},
+        }
+        events.append(dict(sorted(e.items(), key=lambda kv: rng.random())))
+    indent = None if seed % 2 else 2
+    p = write_json(tmp_path, "r.json", {"traceEvents": events, "deviceProperties": []}, indent=indent)
+    want = sorted((e["name"], round(e["ts"] * 1000), e["args"]["correlation"]) for e in events)
+    for block in (None, 1 << 12):
+        if block:
+            monkeypatch.setattr(reader, "BLOCK_BYTES", block)
+            monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 256)
+        t = gpuan.trace.kineto.build_trace(reader.scan_file(str(p), threads=2), source=str(p))
+        base = t.metadata["base_time_ns"]
+        got = sorted(
+            zip(
+                t.events["name"].to_pylist(),
+                (v + base for v in t.events["ts"].to_pylist()),
+                t.events["correlation"].to_pylist(),
+            )
+        )
+        assert got == want

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 try:
     from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage

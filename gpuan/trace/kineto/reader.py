@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from gpuan.errors import TraceError
@@ -46,9 +46,9 @@ _FLOW_PHASES = np.array([ord(c) for c in "stf"], dtype=np.int32)
 
 
 def thread_count() -> int:
-    """Return the number of scanner threads: GPUAN_THREADS, else numba's thread count."""
+    """Return the number of scanner threads: GPUAN_THREADS, else the cores this process may use."""
     env = os.environ.get("GPUAN_THREADS")
-    return max(1, int(env)) if env else numba.get_num_threads()
+    return max(1, int(env)) if env else len(os.sched_getaffinity(0))
 
 
 @dataclass
@@ -241,9 +241,8 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
     tables = StringTables(threads)
     scratch = _Scratch(threads, chunk_cap)
     buf = np.empty(BLOCK_BYTES + SLACK, np.uint8)
-    results = np.zeros((threads, 3), np.int64)
 
-    with open_bytes(path) as src:
+    with open_bytes(path) as src, ThreadPoolExecutor(threads, thread_name_prefix="gpuan-scan") as workers:
         out = Collected(threads, src.expected_size() // MIN_EVENT_BYTES + 1024)
         have, eof = _fill(src, buf, 0)
         if have == 0:
@@ -269,7 +268,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
                 status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
                 _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
             else:
-                status, pos = _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out)
+                status, pos = _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out)
             if progress is not None:
                 progress(src.consumed(), src.total)
             if status == sc.ARRAY_END:
@@ -294,7 +293,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
     return _assemble(out, metadata)
 
 
-def _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out):
+def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
     """Scan buf[pos:n] in `threads` chunks at once; returns (final status, resume position)."""
     starts = np.empty(threads, np.int64)
     starts[0] = pos
@@ -302,13 +301,29 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, results, out):
     for k in range(1, threads):
         starts[k] = max(sc.find_chunk_start(buf, pos + k * step, n), starts[k - 1])
     ends = np.append(starts[1:], n).astype(np.int64)
-    sc.scan_parallel(
-        buf, starts, ends, n, scratch.o64, scratch.o32,
-        tables.keys, tables.vals, tables.pool, tables.uoff, tables.ulen, tables.state, results,
-    )  # fmt: skip
+    futures = [
+        workers.submit(
+            sc.scan,
+            buf,
+            starts[k],
+            ends[k],
+            n,
+            scratch.o64[k],
+            scratch.o32[k],
+            0,
+            tables.keys[k],
+            tables.vals[k],
+            tables.pool[k],
+            tables.uoff[k],
+            tables.ulen[k],
+            tables.state[k],
+        )  # fmt: skip
+        for k in range(threads)
+    ]
+    results = [f.result() for f in futures]  # the scanner releases the GIL: chunks run in parallel
     resume = pos
     for k in range(threads):
-        status, p, rows = (int(x) for x in results[k])
+        status, p, rows = results[k]
         if starts[k] != resume:
             # the guessed chunk start was not an event start: its rows are void, scan it again
             status, p, rows = _scan_serial(buf, resume, ends[k], n, k, scratch, tables, out)

@@ -13,7 +13,7 @@ skipped structurally.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 NULL64 = np.iinfo(np.int64).min
@@ -613,7 +613,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
     """Parse the events of the array that start in [pos, end) of buf[:n] into rows row0.. of the scratch.
 
@@ -650,20 +650,6 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
             return BAD, pos, row
         row += 1
         pos = e
-
-
-@njit(cache=True, parallel=True)
-def scan_parallel(buf, starts, ends, n, o64, o32, tkeys, tvals, pool, uoff, ulen, st, out):
-    """Run :func:`scan` on chunk i = [starts[i], ends[i]) with thread-local scratch and table i, in
-    parallel. out[i] receives (status, pos, rows)."""
-    for i in prange(starts.shape[0]):
-        s, p, r = scan(
-            buf, starts[i], ends[i], n, o64[i], o32[i], 0,
-            tkeys[i], tvals[i], pool[i], uoff[i], ulen[i], st[i],
-        )  # fmt: skip
-        out[i, 0] = s
-        out[i, 1] = p
-        out[i, 2] = r
 
 
 @njit(cache=True)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import mmap
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import numpy as np
 
 try:
     from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
@@ -45,3 +48,30 @@ def lean_memory() -> Iterator[None]:
             _set_madvise_hugepage(previous)
         if _libc is not None:
             _libc.malloc_trim(0)
+
+
+_MADV_DONTNEED = 4
+_PAGE = mmap.PAGESIZE
+
+
+def mapped_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
+    """Return an uninitialised array backed by its own anonymous memory map.
+
+    Its pages cost memory only once written, and :func:`release` hands any part of it back at once —
+    unlike heap memory, whose freed pieces glibc may keep."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = int(np.prod(shape))
+    # private: released pages are really freed (a shared mapping would keep them in shmem)
+    mm = mmap.mmap(-1, max(count * np.dtype(dtype).itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(mm, dtype, count=count).reshape(shape)
+
+
+def release(a: np.ndarray) -> None:
+    """Give back the memory pages that lie wholly inside the contiguous array `a`, a view into an
+    array from :func:`mapped_empty`; reading them afterwards gives zeros. A no-op where it cannot."""
+    if _libc is None or a.nbytes < _PAGE or not a.flags.c_contiguous:
+        return
+    start = (a.ctypes.data + _PAGE - 1) // _PAGE * _PAGE
+    end = (a.ctypes.data + a.nbytes) // _PAGE * _PAGE
+    if end > start:
+        _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.reader import RawTrace
+from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_of_category, normalise_category
 from gpuan.trace.table import Trace, build_table, dict_column, int_column, sparse_column
 
@@ -35,8 +36,11 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
 
     pid = _resolve_ids(c.pop("pid"), sp.pop("pid_str"), strings, ids_named)
     tid = _resolve_ids(c.pop("tid"), sp.pop("tid_str"), strings, ids_named)
-    ts, dur, keep = _complete_durations(c.pop("ts"), c.pop("dur"), c.pop("ph"), pid, tid)
-    cat, norm_strings, kind = _categories(c.pop("cat"), strings)
+    ph, raw_cat = c.pop("ph"), c.pop("cat")
+    ts, dur, keep = _complete_durations(c.pop("ts"), c.pop("dur"), ph, pid, tid)
+    cat, norm_strings, kind = _categories(raw_cat, strings)
+    release(ph)
+    release(raw_cat)
 
     order = _kind_time_order(kind, ts, keep)
     n = order.size
@@ -44,17 +48,28 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     new_row[order] = np.arange(n)
 
     def moved(pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, values) of a sparse field in the new row order."""
         idx, vals = pair
         rows = new_row[idx]
         ok = rows >= 0
-        rows, vals = rows[ok], vals[ok]
-        by_row = np.argsort(rows, kind="stable")
-        return rows[by_row], vals[by_row]
+        return (rows, vals) if ok.all() else (rows[ok], vals[ok])
+
+    def column_of(name: str, make) -> pa.Array:
+        """Build a column from a sparse field, then give the field's scan buffers back."""
+        pair = sp.pop(name)
+        col = make(*moved(pair))
+        release(pair[0])
+        release(pair[1])
+        return col
 
     kind, cat, pid, tid, ts, dur = (_permute(a, order) for a in (kind, cat, pid, tid, ts, dur))
     gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODE[k] for k in GPU_KINDS]))
-    device = _fill_sparse(moved(sp.pop("device")), gpu_rows, pid[gpu_rows], lambda p: (p >= 0) & (p < 4096))
-    stream = _fill_sparse(moved(sp.pop("stream")), gpu_rows, tid[gpu_rows], lambda t: t != N64)
+    device = column_of(
+        "device", lambda r, v: sparse_column(n, *_fill_sparse(r, v, gpu_rows, pid[gpu_rows], _is_device), pa.int16())
+    )
+    stream = column_of(
+        "stream", lambda r, v: sparse_column(n, *_fill_sparse(r, v, gpu_rows, tid[gpu_rows], _is_id), pa.int64())
+    )
 
     base = _base_time(ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
@@ -70,23 +85,22 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind, pa.int8()), pa.array(KINDS)),
         "pid": int_column(pid, N64, pa.int64()),
         "tid": int_column(tid, N64, pa.int64()),
-        "device": sparse_column(n, *device, pa.int16()),
-        "stream": sparse_column(n, *stream, pa.int64()),
+        "device": device,
+        "stream": stream,
         "correlation": int_column(_permute(c.pop("correlation"), order), N64, pa.int64()),
         "external_id": int_column(_permute(c.pop("external_id"), order), N64, pa.int64()),
-        "memcpy_kind": _memcpy_kinds(name, moved(sp.pop("arg_kind")), kind, strings),
+        "memcpy_kind": column_of("arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), kind, strings)),
     }
-    del name, pid, tid, ts, dur
+    release(name)  # the dictionary column holds its own codes
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
     for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size"):
-        cols[col] = sparse_column(n, *moved(sp.pop(col)), pa.int32())
+        cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int32()))
     for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
-        cols[col] = sparse_column(n, *moved(sp.pop(col)), pa.int64())
+        cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int64()))
     for col in ("collective", "dtype", "pg_name", "pg_ranks", "input_dims", "input_types", "concrete_inputs"):
-        idx, codes = moved(sp.pop(col))
-        cols[col] = dict_column(codes, strings, idx=idx, length=n)
+        cols[col] = column_of(col, lambda r, v: dict_column(v, strings, idx=r, length=n))
     table = build_table(cols, n)
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
@@ -138,15 +152,21 @@ def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, li
     return cat_map[cat_ids], list(norm_index), kind_map[cat_ids]
 
 
-def _fill_sparse(given, rows, fallback, ok) -> tuple[np.ndarray, np.ndarray]:
+def _is_device(pid: np.ndarray) -> np.ndarray:
+    return (pid >= 0) & (pid < 4096)
+
+
+def _is_id(v: np.ndarray) -> np.ndarray:
+    return v != N64
+
+
+def _fill_sparse(idx, vals, rows, fallback, ok) -> tuple[np.ndarray, np.ndarray]:
     """Return (rows, values) of a sparse column: the given values, plus `fallback` on `rows` that have
     none (where ok(fallback) holds) - e.g. a GPU event's device from its pid when args lack it."""
-    idx, vals = given
     missing = ~np.isin(rows, idx) & ok(fallback)
     all_idx = np.concatenate([idx, rows[missing]])
     all_vals = np.concatenate([vals.astype(np.int64), fallback[missing].astype(np.int64)])
-    order = np.argsort(all_idx, kind="stable")
-    return all_idx[order], all_vals[order]
+    return all_idx, all_vals
 
 
 def _trace_metadata(file_meta: dict, source: str) -> dict:
@@ -235,6 +255,8 @@ def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
     by_name = {i: code_of(_kind_from_name(strings[i])) for i in np.unique(name_ids[rows]) if i >= 0}
     codes = np.array([by_name.get(i, -1) for i in name_ids[rows]], np.int64) if rows.size else np.empty(0, np.int64)
     a_idx, a_ids = arg_kind
+    by_row = np.argsort(a_idx)
+    a_idx, a_ids = a_idx[by_row], a_ids[by_row]
     if (codes < 0).any() and a_idx.size:
         pos = np.searchsorted(a_idx, rows)
         pos = np.minimum(pos, a_idx.size - 1)

@@ -19,13 +19,17 @@ import numpy as np
 
 from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
+from gpuan.trace.memory import mapped_empty
 from gpuan.trace.source import open_bytes
 
 BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
-MIN_EVENT_BYTES = 48  # for the upper bound of rows in a file of known size
+MIN_EVENT_BYTES = 48
+MAX_ROWS = (
+    2**31 - 1
+)  # row numbers are int32 in the sparse columns  # for the upper bound of rows in a file of known size
 
 # Columns kept for every event row; every other scratch field is kept sparsely (row index + value).
 DENSE64 = ("ts", "dur", "pid", "tid", "correlation", "external_id")
@@ -144,22 +148,23 @@ class GlobalStrings:
 class Collected:
     """Rows taken out of the scratch, in file order, as growing 2-D numpy arrays (one row per field).
 
-    Arrays are preallocated with np.empty for an upper bound of the row count: pages past the rows
-    actually written are never touched, so they cost address space, not memory."""
+    Arrays are memory maps sized for an upper bound of the row count: pages past the rows actually
+    written are never touched, so they cost address space, not memory; and the builder gives each
+    field's pages back as soon as it has made its column."""
 
     def __init__(self, threads: int, expected_rows: int) -> None:
         cap = max(expected_rows, 1024)
         self.rows = 0
-        self.d64 = np.empty((len(DENSE64), cap), np.int64)
-        self.d32 = np.empty((len(DENSE32), cap), np.int32)
-        self.ph = np.empty(cap, np.int8)
-        self.s64_idx = np.empty((len(SPARSE64), cap), np.int64)
-        self.s64_val = np.empty((len(SPARSE64), cap), np.int64)
-        self.s32_idx = np.empty((len(SPARSE32), cap), np.int64)
-        self.s32_val = np.empty((len(SPARSE32), cap), np.int32)
+        self.d64 = mapped_empty((len(DENSE64), cap), np.int64)
+        self.d32 = mapped_empty((len(DENSE32), cap), np.int32)
+        self.ph = mapped_empty(cap, np.int8)
+        self.s64_idx = mapped_empty((len(SPARSE64), cap), np.int32)
+        self.s64_val = mapped_empty((len(SPARSE64), cap), np.int64)
+        self.s32_idx = mapped_empty((len(SPARSE32), cap), np.int32)
+        self.s32_val = mapped_empty((len(SPARSE32), cap), np.int32)
         self.s_count = np.zeros(len(SPARSE64) + len(SPARSE32), np.int64)
-        self.f64 = np.empty((4, cap), np.int64)
-        self.f32 = np.empty((4, cap), np.int32)
+        self.f64 = mapped_empty((4, cap), np.int64)
+        self.f32 = mapped_empty((4, cap), np.int32)
         self.f_count = np.zeros(1, np.int64)
         self.meta: list[tuple] = []
         self.strings = GlobalStrings(threads)
@@ -169,10 +174,12 @@ class Collected:
         used = max(self.rows, int(self.s_count.max()), int(self.f_count[0]))
         if used + n <= self.ph.size:
             return
-        cap = max(self.ph.size * 3 // 2, used + n)
+        if used + n >= MAX_ROWS:
+            raise OverflowError(f"more than {MAX_ROWS:,} rows in one trace file")
+        cap = min(max(self.ph.size * 3 // 2, used + n), MAX_ROWS)
         for name in ("d64", "d32", "ph", "s64_idx", "s64_val", "s32_idx", "s32_val", "f64", "f32"):
             a = getattr(self, name)
-            b = np.empty(a.shape[:-1] + (cap,), a.dtype)
+            b = mapped_empty(a.shape[:-1] + (cap,), a.dtype)
             b[..., :used] = a[..., :used]
             setattr(self, name, b)
 

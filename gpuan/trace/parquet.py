@@ -11,16 +11,18 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpuan.errors import TraceError
 from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
-from gpuan.trace.table import Trace
+from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
 FORMAT_VERSION = 1
+ROW_GROUP_ROWS = 1 << 20
 
 
 def cache_path(source: str | os.PathLike) -> Path:
@@ -62,7 +64,9 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
+        with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
+            for piece in _kind_slices(table):
+                writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -70,22 +74,53 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
     return path
 
 
+def _kind_slices(table: pa.Table) -> list[pa.Table]:
+    """Return the table cut where the kind changes (rows are grouped by kind): each piece becomes its
+    own row groups, in which the columns other kinds fill are entirely null."""
+    if table.num_rows == 0:
+        return [table]
+    codes = table["kind"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    bounds = np.concatenate([[0], cuts, [codes.size]])
+    return [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def read(path: str | os.PathLike) -> Trace:
-    """Return the Trace stored in a gpuan Parquet file."""
+    """Return the Trace stored in a gpuan Parquet file.
+
+    Column chunks that are entirely null (per the file's statistics) are not decoded: they become null
+    columns whose memory is never touched, so a reload costs about what the data holds."""
     path = str(path)
     try:
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow  # parsed once: it carries the flows, megabytes of metadata
+        meta_raw = schema.metadata or {}
+        if META_KEY not in meta_raw:
+            raise TraceError(path, "a Parquet file that gpuan did not write (no gpuan metadata)")
+        missing = [f.name for f in SCHEMA if f.name not in schema.names]
+        if missing:
+            raise TraceError(path, f"Parquet file lacks columns {', '.join(missing)}")
+        pieces = [_read_row_group(pf, schema.names, i) for i in range(pf.num_row_groups)]
     except (OSError, pa.ArrowException) as e:
         raise TraceError(path, f"unreadable Parquet file ({str(e).splitlines()[0]})") from None
-    meta_raw = table.schema.metadata or {}
-    if META_KEY not in meta_raw:
-        raise TraceError(path, "a Parquet file that gpuan did not write (no gpuan metadata)")
-    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
-    if missing:
-        raise TraceError(path, f"Parquet file lacks columns {', '.join(missing)}")
     meta = json.loads(meta_raw[META_KEY])
     flows = FLOW_SCHEMA.empty_table()
     if FLOWS_KEY in meta_raw:
         flows = pa.ipc.open_stream(pa.py_buffer(meta_raw[FLOWS_KEY])).read_all()
-    events = table.select(list(SCHEMA.names)).replace_schema_metadata(None)
+    events = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
     return Trace(events, flows, meta)
+
+
+def _read_row_group(pf: pq.ParquetFile, names: list[str], i: int) -> pa.Table:
+    """Read row group i with the event schema, skipping the columns that are null throughout it."""
+    rg = pf.metadata.row_group(i)
+    n = rg.num_rows
+    null_throughout = set()
+    for j in range(rg.num_columns):
+        stats = rg.column(j).statistics
+        if stats is not None and stats.has_null_count and stats.null_count == n:
+            null_throughout.add(names[j])
+    wanted = [f.name for f in SCHEMA if f.name not in null_throughout]
+    got = pf.read_row_group(i, columns=wanted, use_threads=True)
+    cols = [got[f.name] if f.name in got.column_names else null_column(n, f.type) for f in SCHEMA]
+    return pa.Table.from_arrays(cols, schema=SCHEMA)

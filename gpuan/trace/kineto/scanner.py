@@ -46,10 +46,21 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def key_hash(key: str) -> int:
-    """Return the scanner's 64-bit hash of a JSON object key (FNV-1a over its UTF-8 bytes)."""
-    h = 0xCBF29CE484222325
-    for b in key.encode():
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    """Return the scanner's 64-bit hash of a JSON object key: the same function as _hash_bytes, in
+    Python, over the key's UTF-8 bytes as they appear between the quotes."""
+    data = key.encode()
+    mask = (1 << 64) - 1
+    h = 0xCBF29CE484222325 ^ len(data)
+    p = 0
+    while p + 8 <= len(data):
+        h = ((h ^ int.from_bytes(data[p : p + 8], "little")) * 0x100000001B3) & mask
+        h ^= h >> 29
+        p += 8
+    if p < len(data):
+        h = ((h ^ int.from_bytes(data[p:], "little")) * 0x100000001B3) & mask
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & mask
+    h ^= h >> 33
     return h
 
 
@@ -437,9 +448,7 @@ def _parse_key(buf, b64, pos, n):
     e = string_end(buf, b64, pos + 1, n)
     if e < 0:
         return np.uint64(0), -1
-    h = _FNV_OFFSET
-    for i in range(pos + 1, e):
-        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
+    h = _hash_bytes(b64, pos + 1, e)
     p = skip_ws(buf, e + 1, n)
     if p >= n or buf[p] != 58:
         return h, -1

@@ -71,7 +71,7 @@ class StringTables:
         t = self.threads
         self.keys = np.zeros((t, 1 << 16), np.uint64)
         self.vals = np.full((t, 1 << 16), -1, np.int32)
-        self.pool = np.zeros((t, 1 << 20), np.uint8)
+        self.pool = np.zeros((t, 1 << 17), np.uint64)  # string bytes, read as 8-byte words
         self.uoff = np.zeros((t, 1 << 15), np.int64)
         self.ulen = np.zeros((t, 1 << 15), np.int64)
         self.state = np.zeros((t, 4), np.int64)
@@ -80,8 +80,8 @@ class StringTables:
         """Double whatever is nearly full, for all threads, keeping every interned string."""
         t = self.threads
         nu = int(self.state[:, sc.ST_UNIQUE].max())
-        used = int(self.state[:, sc.ST_POOL].max())
-        if used * 2 > self.pool.shape[1] - (1 << 16):
+        used = int(self.state[:, sc.ST_POOL].max()) // 8 + 1
+        if used * 2 > self.pool.shape[1] - (1 << 13):
             self.pool = _grow_cols(self.pool, self.pool.shape[1] * 2 + used)
         if nu * 2 + 2 > self.uoff.shape[1]:
             self.uoff = _grow_cols(self.uoff, self.uoff.shape[1] * 2)
@@ -99,7 +99,7 @@ class StringTables:
     def strings(self, i: int, start: int = 0) -> list[bytes]:
         """Return the raw bytes of the strings interned by thread i, in id order, from id `start` on."""
         n = int(self.state[i, sc.ST_UNIQUE])
-        pool = self.pool[i]
+        pool = self.pool[i].view(np.uint8)
         return [pool[o : o + ln].tobytes() for o, ln in zip(self.uoff[i, start:n], self.ulen[i, start:n])]
 
 

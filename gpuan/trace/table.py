@@ -3,7 +3,7 @@ reader uses to build columns of the schema's types."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,14 +20,23 @@ INDEX32 = pa.int32()
 class Trace:
     """A loaded trace.
 
-    ``events``: the event table (Arrow, columns of :data:`gpuan.trace.schema.SCHEMA`), rows in source
-    order; ``flows``: flow arrows (``ph`` s/t/f); ``metadata``: trace-level facts (``source``,
-    ``format``, ``base_time_ns``, ``device_properties``, ``distributed_info``, process and thread names).
+    ``events``: the event table (Arrow, columns of :data:`gpuan.trace.schema.SCHEMA`), rows grouped by
+    kind and in time order within a kind; ``flows``: flow arrows (``ph`` s/t/f); ``metadata``:
+    trace-level facts (``source``, ``format``, ``base_time_ns``, ``device_properties``,
+    ``distributed_info``, process and thread names). A reader may hand over the flows as a function that
+    makes them: they are then made on first use (most analyses never need them).
     """
 
     events: pa.Table
-    flows: pa.Table = field(default_factory=lambda: FLOW_SCHEMA.empty_table())
+    _flows: pa.Table | Callable[[], pa.Table] = field(default_factory=lambda: FLOW_SCHEMA.empty_table())
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def flows(self) -> pa.Table:
+        """The flow table (made now if the reader deferred it)."""
+        if callable(self._flows):
+            self._flows = self._flows()
+        return self._flows
 
     def __len__(self) -> int:
         return self.events.num_rows

@@ -25,6 +25,11 @@ NS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 NOT_NVPROF = "not an nvprof --print-gpu-trace CSV"
 
 
+def by_time(trace) -> list[dict]:
+    """The event rows in time order (the table itself is grouped by kind, in time order within each)."""
+    return sorted(trace.events.to_pylist(), key=lambda r: r["ts"])
+
+
 def sample(name: str) -> Path:
     path = NVPROF / name
     if not path.is_file():
@@ -67,8 +72,8 @@ def test_counts_and_kernel_time_per_stream(name):
 
     base = min(r["start_ns"] for r in expected)
     assert trace.metadata["base_time_ns"] == base
-    assert trace.events["ts"].to_pylist() == [r["start_ns"] - base for r in expected]
-    assert trace.events["dur"].to_pylist() == [r["dur_ns"] for r in expected]
+    assert [r["ts"] for r in by_time(trace)] == [r["start_ns"] - base for r in expected]
+    assert [r["dur"] for r in by_time(trace)] == [r["dur_ns"] for r in expected]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -76,14 +81,14 @@ def test_per_stream_work_and_devices(name):
     """Each run does, per stream, 2 H2D copies, 1 kernel and 1 D2H copy on one GeForce GTX 950."""
     trace = read_nvprof(str(sample(name)))
     streams = 2 if "2stream" in name else 1
-    per_stream = Counter((r["stream"], r["kind"], r["memcpy_kind"]) for r in trace.events.to_pylist())
+    per_stream = Counter((r["stream"], r["kind"], r["memcpy_kind"]) for r in by_time(trace))
     assert len({s for s, _, _ in per_stream}) == streams
     for s in {s for s, _, _ in per_stream}:
         assert per_stream[(s, "memcpy", "HtoD")] == 2
         assert per_stream[(s, "memcpy", "DtoH")] == 1
         assert per_stream[(s, "kernel", None)] == 1
     assert trace.metadata["device_properties"] == [{"id": 0, "name": "GeForce GTX 950"}]
-    events = trace.events.to_pylist()
+    events = by_time(trace)
     assert {r["device"] for r in events} == {r["pid"] for r in events} == {0}
     assert all(r["tid"] == r["stream"] for r in events)
     assert trace.metadata["format"] == "nvprof" and trace.metadata["rank"] is None
@@ -91,7 +96,7 @@ def test_per_stream_work_and_devices(name):
 
 def test_exact_rows_10m():
     trace = read_nvprof(str(sample("mem_mem_1stream_10M.csv")))
-    h2d, _, kernel, d2h = trace.events.to_pylist()
+    h2d, _, kernel, d2h = by_time(trace)
     assert trace.metadata["base_time_ns"] == 610_840_271  # 610.840271 ms
     assert (h2d["ts"], h2d["dur"]) == (0, 6_436_815)
     assert h2d["bytes"] == d2h["bytes"] == 10_000_000 * 4  # 38.146973 MB (MB = 2**20 B): 10M floats
@@ -107,7 +112,7 @@ def test_exact_rows_10m():
 
 def test_exact_rows_23000_in_microseconds():
     trace = read_nvprof(str(sample("mem_mem_1stream_23000.csv")))
-    events = trace.events.to_pylist()
+    events = by_time(trace)
     assert [r["bytes"] for r in events] == [23_000 * 4, 23_000 * 4, None, 23_000 * 4]  # 89.843750 KB, KB = 1024 B
     kernel = events[2]
     assert (kernel["ts"], kernel["dur"]) == (527_157_829 - 526_961_828, 61_056)  # Duration in us
@@ -120,7 +125,7 @@ def test_exact_rows_23000_in_microseconds():
 )
 def test_measured_two_stream_span(name, span_ns):
     """The provenance notes give the measured spans: 0.3074 ms and 37.78 ms."""
-    events = read_nvprof(str(sample(name))).events.to_pylist()
+    events = by_time(read_nvprof(str(sample(name))))
     assert max(r["ts"] + r["dur"] for r in events) - min(r["ts"] for r in events) == span_ns
 
 
@@ -180,7 +185,7 @@ def test_units_memset_and_peer_copies(tmp_path):
         '2.2,10,,,,,,,,,,0.0009765625,,,,"Tesla V100 (1)","1",,"[Unified Memory GPU page faults]"\n'
     )
     trace = read_nvprof(write(tmp_path, text))
-    events = trace.events.to_pylist()
+    events = by_time(trace)
     assert trace.metadata["base_time_ns"] == 2_000_000_001
     assert [(r["kind"], r["ts"], r["dur"]) for r in events] == [
         ("memset", 0, 1500),

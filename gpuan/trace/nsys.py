@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from gpuan.errors import TraceError
 from gpuan.trace.schema import GPU_KINDS, KIND_CODE, KINDS, kind_of_category
-from gpuan.trace.table import Trace, build_table, dict_column, int_column
+from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order
 
 NULL = np.iinfo(np.int64).min  # sentinel for SQL NULL in the int64 arrays
 
@@ -376,15 +376,15 @@ def _concat(parts: list[Part], name: str) -> np.ndarray:
 
 
 def _assemble(parts: list[Part]) -> tuple[pa.Table, int]:
-    """Return the event table of all parts, rows ordered by start time, and the base time."""
+    """Return the event table of all parts, rows grouped by kind in time order, and the base time."""
     start, end = _concat(parts, "start"), _concat(parts, "end")
     valid = start != NULL
     base = int(start[valid].min()) if valid.any() else 0
-    order = np.argsort(np.where(valid, start, np.iinfo(np.int64).max), kind="stable")
 
     cats = sorted({p.cat for p in parts})
     cat_codes = np.concatenate([np.full(p.length, cats.index(p.cat), np.int64) for p in parts]) if parts else None
     kind_of = np.array([KIND_CODE[kind_of_category(c)] for c in cats], np.int8)
+    order = kind_time_order(kind_of[cat_codes], start) if parts else np.empty(0, np.int64)
     name_codes, names = _merge_strings(parts, lambda p: p.name_codes, lambda p: p.names)
     copy_codes, copy_words = _merge_strings(parts, lambda p: p.memcpy_kind, lambda p: p.memcpy_words)
 

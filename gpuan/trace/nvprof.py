@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from gpuan.errors import TraceError
 from gpuan.trace.schema import KIND_CODE, KINDS, kind_of_category
-from gpuan.trace.table import Trace, build_table, dict_column, int_column
+from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order
 
 NULL = np.iinfo(np.int64).min  # sentinel for an empty cell in the int64 arrays
 NOT_NVPROF = "not an nvprof --print-gpu-trace CSV"
@@ -99,7 +99,10 @@ def read_nvprof(path: str) -> Trace:
         "distributed_info": {},
         "rank": None,
     }
-    return Trace(build_table(cols, len(rows)), metadata=meta)
+    table = build_table(cols, len(rows))
+    kinds = table["kind"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+    order = kind_time_order(kinds, table["ts"].fill_null(np.iinfo(np.int64).min).to_numpy())
+    return Trace(table.take(order), metadata=meta)
 
 
 def _read_text(path: str) -> str:

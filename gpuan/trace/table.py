@@ -63,6 +63,22 @@ class Trace:
         return (engine or current()).column(self.events[name])
 
 
+def kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Return the row order of the event table: by kind code, then by time (missing times, given as the
+    int64 minimum, last), then by source position; rows where `keep` is False are left out."""
+    order = np.argsort(kind, kind="stable")  # a radix sort for int8
+    if keep is not None:
+        order = order[keep[order]]
+    kinds = kind[order]
+    bounds = np.flatnonzero(np.diff(kinds)) + 1
+    for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [order.size]])):
+        seg = ts[order[a:b]]
+        if seg.size > 1 and (seg[1:] < seg[:-1]).any():
+            seg = np.where(seg == np.iinfo(np.int64).min, np.iinfo(np.int64).max, seg)  # missing times last
+            order[a:b] = order[a:b][np.argsort(seg, kind="stable")]
+    return order
+
+
 def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
     """Return an Arrow validity bitmap for a boolean mask (None when all are valid)."""
     if valid is None:

@@ -15,7 +15,7 @@ from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_of_category, normalise_category
-from gpuan.trace.table import Trace, build_table, dict_column, int_column, sparse_column
+from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order, sparse_column
 
 N64, N32 = sc.NULL64, sc.NULL32
 #: synthetic ids for pid/tid strings that are not numbers start here and go down
@@ -42,7 +42,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     release(ph)
     release(raw_cat)
 
-    order = _kind_time_order(kind, ts, keep)
+    order = kind_time_order(kind, ts, keep)
     n = order.size
     new_row = np.full(raw.length, -1, np.int64)
     new_row[order] = np.arange(n)
@@ -114,21 +114,6 @@ def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:
     buffers, which stay alive anyway: a fresh array would only add to the peak)."""
     a[: order.size] = a[order]
     return a[: order.size]
-
-
-def _kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
-    """Return the row order: by kind, then by time (missing times last), then by file position."""
-    order = np.argsort(kind, kind="stable")  # a radix sort for int8
-    if keep is not None:
-        order = order[keep[order]]
-    kinds = kind[order]
-    bounds = np.flatnonzero(np.diff(kinds)) + 1
-    for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [order.size]])):
-        seg = ts[order[a:b]]
-        if seg.size > 1 and (seg[1:] < seg[:-1]).any():
-            seg = np.where(seg == N64, np.iinfo(np.int64).max, seg)  # missing times last
-            order[a:b] = order[a:b][np.argsort(seg, kind="stable")]
-    return order
 
 
 def _rebase(ts: np.ndarray, base: int) -> np.ndarray:

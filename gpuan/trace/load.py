@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from gpuan.errors import TraceError
 from gpuan.trace import parquet
-from gpuan.trace.source import GZIP_MAGIC
+from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
 
 FORMATS = ("kineto", "nsys", "nvprof", "parquet")
@@ -25,13 +25,8 @@ Progress = Callable[[int, int], None]
 def sniff(path: str | os.PathLike) -> str:
     """Return the format of a trace file (one of FORMATS), from its first bytes."""
     path = str(path)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except FileNotFoundError:
-        raise TraceError(path, "no such file") from None
-    except OSError as e:
-        raise TraceError(path, f"cannot open ({e.strerror})") from None
+    with open_file(path) as f:
+        head = f.read(4096)
     if not head:
         raise TraceError(path, "empty file")
     if head.startswith(GZIP_MAGIC):

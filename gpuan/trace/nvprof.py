@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from gpuan.errors import TraceError
 from gpuan.trace.schema import KIND_CODE, KINDS, kind_of_category
+from gpuan.trace.source import open_file
 from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order
 
 NULL = np.iinfo(np.int64).min  # sentinel for an empty cell in the int64 arrays
@@ -107,15 +108,8 @@ def read_nvprof(path: str) -> Trace:
 
 def _read_text(path: str) -> str:
     """Return the file's text; a missing file or a directory raises TraceError."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise TraceError(path, "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(path, "is a directory, not a trace file") from None
-    except OSError as e:
-        raise TraceError(path, f"cannot open ({e.strerror})") from None
+    with open_file(path) as f:
+        data = f.read()
     # a binary file decodes to replacement characters and then fails the header check
     return data.decode("utf-8", errors="replace")
 

@@ -82,18 +82,24 @@ class ByteSource:
             return self.total
 
 
-@contextmanager
-def open_bytes(path: str | os.PathLike) -> Iterator[ByteSource]:
-    """Open path for streaming reads, decompressing gzip. Raises TraceError if it cannot be opened."""
-    path = str(path)
+def open_file(path: str | os.PathLike) -> io.BufferedReader:
+    """Return the file opened for binary reading; a missing file, a directory or any other failure to
+    open raises TraceError naming the file."""
     try:
-        raw = open(path, "rb")
+        return open(path, "rb")
     except FileNotFoundError:
         raise TraceError(path, "no such file") from None
     except IsADirectoryError:
         raise TraceError(path, "is a directory, not a trace file") from None
     except OSError as e:
         raise TraceError(path, f"cannot open ({e.strerror})") from None
+
+
+@contextmanager
+def open_bytes(path: str | os.PathLike) -> Iterator[ByteSource]:
+    """Open path for streaming reads, decompressing gzip. Raises TraceError if it cannot be opened."""
+    path = str(path)
+    raw = open_file(path)
     try:
         magic = raw.read(2)
         raw.seek(0)

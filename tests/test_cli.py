@@ -110,3 +110,22 @@ def test_demo_runs(tmp_path):
     r = gpuan("demo", "--dir", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "sample trace" in r.stdout and "top kernels by time" in r.stdout
+
+
+def test_more_bad_inputs(tmp_path, data_dir):
+    import zlib
+
+    body = zlib.compress(b'{"traceEvents": [' + b'{"ph": "X", "name": "k", "ts": 1, "dur": 1},' * 5000, 6)[2:-4]
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(header + body[:2000] + bytes(500) + body[2500:])
+    assert_one_line_error(gpuan("info", corrupt), corrupt, "gzip")
+    src = data_dir / "kineto" / "a100_triton_example.json.gz"
+    missing_dir = tmp_path / "nowhere" / "x.parquet"
+    assert_one_line_error(gpuan("convert", src, "-o", missing_dir), missing_dir, "cannot write")
+    assert_one_line_error(gpuan("convert", src, "-o", tmp_path), tmp_path, "is a directory")
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "rank0.json.gz").write_bytes(src.read_bytes())
+    (mixed / "rank1.csv").write_bytes((data_dir / "nvprof" / "mem_mem_1stream_23000.csv").read_bytes())
+    assert_one_line_error(gpuan("info", mixed), mixed, "mixes trace formats")

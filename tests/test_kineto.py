@@ -288,3 +288,42 @@ def test_random_strings_and_layouts(tmp_path, monkeypatch, seed):
             )
         )
         assert got == want
+
+
+def test_times_in_exponent_strings_and_null(tmp_path):
+    """Exponent notation is exact to the ns; a ts/dur of null is missing; a number in a string is read."""
+    text = (
+        '{"traceEvents": [{"ph": "X", "name": "e", "ts": 1.7000001234567e15, "dur": 1.23456e3},'
+        '{"ph": "X", "name": "s", "ts": "1700000123456700.5004", "dur": "2"},'
+        '{"ph": "X", "name": "n", "ts": null, "dur": null}]}'
+    )
+    p = tmp_path / "e.json"
+    p.write_text(text)
+    t = gpuan.load(p, use_cache=False)
+    rows = {r["name"]: r for r in t.events.to_pylist()}
+    base = t.metadata["base_time_ns"]
+    assert rows["e"]["ts"] + base == 1_700_000_123_456_700_000 and rows["e"]["dur"] == 1_234_560
+    assert rows["s"]["ts"] + base == 1_700_000_123_456_700_500 and rows["s"]["dur"] == 2_000
+    assert rows["n"]["ts"] is None and rows["n"]["dur"] is None
+
+
+def test_missing_times_sort_last_whatever_the_file_order(tmp_path):
+    a = {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "dur": 1}
+    b = {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 5, "dur": 1}
+    c = {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 9, "dur": 1}
+    one = gpuan.load(write_json(tmp_path, "1.json", [a, b, c]), use_cache=False)
+    two = gpuan.load(write_json(tmp_path, "2.json", [b, c, a]), use_cache=False)
+    assert one.events["name"].to_pylist() == two.events["name"].to_pylist() == ["b", "c", "a"]
+
+
+def test_odd_strings_and_metadata_do_not_break_loading(tmp_path):
+    p = tmp_path / "odd.json"
+    p.write_text(
+        '{"distributedInfo": null, "deviceProperties": null, "baseTimeNanoseconds": "abc", "traceEvents": ['
+        '{"ph": "X", "name": "bad \\\\q escape \\q", "ts": 1, "dur": 1},'
+        '{"ph": "X", "name": "lone \\ud800 surrogate", "ts": 2, "dur": 1}]}'
+    )
+    t = gpuan.load(p, use_cache=False)
+    names = t.events["name"].to_pylist()
+    assert names[0].startswith("bad \\") and names[1].startswith("lone ")
+    assert t.metadata["distributed_info"] == {} and t.metadata["device_properties"] == []

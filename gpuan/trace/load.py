@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpuan.errors import TraceError
 from gpuan.trace import parquet
 from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
 
-FORMATS = ("kineto", "nsys", "nvprof", "parquet")
 _TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet")
 _RANK_IN_NAME = re.compile(r"(?:rank|_r|-r)[_-]?(\d+)", re.IGNORECASE)
 
@@ -23,7 +23,7 @@ Progress = Callable[[int, int], None]
 
 
 def sniff(path: str | os.PathLike) -> str:
-    """Return the format of a trace file (one of FORMATS), from its first bytes."""
+    """Return the format of a trace file ("kineto", "nsys", "nvprof" or "parquet"), from its first bytes."""
     path = str(path)
     with open_file(path) as f:
         head = f.read(4096)
@@ -100,7 +100,8 @@ def rank_files(directory: Path) -> list[Path]:
         if p.is_file() and p.name.endswith(_TRACE_SUFFIXES) and not p.name.endswith(".gpuan.parquet")
     ]
     if not files:
-        raise TraceError(directory, "directory holds no trace files (*.json, *.json.gz, *.sqlite, *.csv)")
+        names = ", ".join("*" + s for s in _TRACE_SUFFIXES)
+        raise TraceError(directory, f"directory holds no trace files ({names})")
     return files
 
 
@@ -114,6 +115,10 @@ def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | Non
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column."""
     files = rank_files(directory)
     traces = [load(p, use_cache=use_cache, progress=progress) for p in files]
+    formats = {t.metadata.get("format") for t in traces if len(t)}
+    if len(formats) > 1:
+        # each format keeps its own clock: their times cannot share one axis
+        raise TraceError(directory, f"directory mixes trace formats ({', '.join(sorted(map(str, formats)))})")
     ranks = []
     for i, (p, t) in enumerate(zip(files, traces)):
         r = t.metadata.get("rank")
@@ -125,8 +130,10 @@ def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | Non
 
 
 def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:
-    """Return one trace of several ranks: times shifted to the earliest rank's base, ranks set."""
-    base = min(t.metadata.get("base_time_ns", 0) for t in traces)
+    """Return one trace of several ranks: times shifted to the earliest rank's base, ranks set.
+    Ranks without events have no time base and do not take part in choosing it."""
+    timed = [t.metadata.get("base_time_ns", 0) for t in traces if len(t) or t.flows.num_rows]
+    base = min(timed) if timed else 0
     events, flows, per_rank = [], [], {}
     for t, r in zip(traces, ranks):
         shift = t.metadata.get("base_time_ns", 0) - base
@@ -149,9 +156,8 @@ def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:
 
 
 def _shift(t: pa.Table, shift: int) -> pa.Table:
+    """Return the table with `shift` ns added to its ts column."""
     if shift == 0 or t.num_rows == 0:
         return t
-    import pyarrow.compute as pc
-
     i = t.schema.get_field_index("ts")
     return t.set_column(i, "ts", pc.add(t["ts"], pa.scalar(shift, pa.int64())))

@@ -1,8 +1,9 @@
 """Memory habits for reading GB-sized traces into columns.
 
 Ingest preallocates columns for an upper bound of rows and relies on untouched pages costing nothing;
-numpy's huge-page advice (2 MB pages) would defeat that, and glibc keeps freed medium-sized buffers in
-its heap. Both are process-wide settings, so they are changed only for the duration of a read.
+numpy's huge-page advice (2 MB pages) would defeat that, so it is switched off for the duration of a
+read. glibc keeps freed medium-sized buffers in its heap; the read asks it to map buffers of 256 KB and
+more instead, a process-wide setting that stays (glibc cannot be put back to its adaptive default).
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def read_nsys(path: str) -> Trace:
             raise TraceError(path, "an SQLite file without Nsight Systems tables")
         try:
             return _read(conn, path, tables)
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, ValueError, TypeError) as e:
+            # a table without the columns Nsight writes surfaces as a value of the wrong type
             raise TraceError(path, f"unreadable Nsight Systems export ({_one_line(e)})") from None
     finally:
         conn.close()

@@ -42,12 +42,17 @@ def cache_path(source: str | os.PathLike) -> Path:
 def is_fresh(cache: Path, source: str | os.PathLike) -> bool:
     """Return whether `cache` exists and was written from `source` as it is now."""
     try:
-        meta = pq.read_schema(cache).metadata or {}
-        info = json.loads(meta[META_KEY]).get("cached_from", {})
+        meta = json.loads((pq.read_schema(cache).metadata or {})[META_KEY])
+        info = meta.get("cached_from", {})
         st = os.stat(source)
     except (OSError, KeyError, ValueError, pa.ArrowException):
         return False
-    return info.get("size") == st.st_size and info.get("mtime_ns") == st.st_mtime_ns
+    return (
+        meta.get("gpuan_parquet_version") == FORMAT_VERSION
+        and info.get("path") == str(Path(source).resolve())
+        and info.get("size") == st.st_size
+        and info.get("mtime_ns") == st.st_mtime_ns
+    )
 
 
 def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | None = None) -> Path:
@@ -60,7 +65,7 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
     meta["gpuan_parquet_version"] = FORMAT_VERSION
     if source is not None:
         st = os.stat(source)
-        meta["cached_from"] = {"path": str(source), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        meta["cached_from"] = {"path": str(Path(source).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
     sink = pa.BufferOutputStream()
     flow_delta = ["id", "ts", "pid", "tid"]
     pq.write_table(trace.flows, sink, compression="lz4", use_dictionary=["cat", "phase"],
@@ -68,8 +73,14 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
     table = trace.events.replace_schema_metadata(
         {META_KEY: json.dumps(meta, default=str).encode(), FLOWS_KEY: sink.getvalue().to_pybytes()}
     )
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise TraceError(path, f"cannot write here ({e.strerror})") from None
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # a cache others on the node can read, as any file the user writes
     try:
         with pq.ParquetWriter(
             tmp,
@@ -81,6 +92,8 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
             for piece in _kind_slices(table):
                 writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
         os.replace(tmp, path)
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -117,8 +130,11 @@ def read(path: str | os.PathLike) -> Trace:
             pieces = [_read_row_group(pf, schema.names, i) for i in range(pf.num_row_groups)]
     except (OSError, pa.ArrowException) as e:
         raise TraceError(path, f"unreadable Parquet file ({str(e).splitlines()[0]})") from None
-    meta = json.loads(meta_raw[META_KEY])
-    flows = FLOW_SCHEMA.empty_table
+    try:
+        meta = json.loads(meta_raw[META_KEY])
+    except ValueError:
+        raise TraceError(path, "unreadable gpuan metadata in the Parquet file") from None
+    flows = FLOW_SCHEMA.empty_table  # called on first use, like the function below
     if FLOWS_KEY in meta_raw:
         blob = meta_raw[FLOWS_KEY]
 

@@ -15,14 +15,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 try:  # python-isal decompresses several times faster than zlib, in its own thread
     from isal import igzip_threaded as _igzip_threaded
+    from isal.isal_zlib import error as _isal_error
+
+    _GZIP_ERRORS: tuple[type[Exception], ...] = (_isal_error,)
 except ImportError:  # pragma: no cover - isal is a dependency, this is for stripped installs
     _igzip_threaded = None
-
-
-def is_gzip(path: str | os.PathLike) -> bool:
-    """Return whether the file starts with the gzip magic bytes."""
-    with open(path, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
+    _GZIP_ERRORS = ()
 
 
 class ByteSource:
@@ -54,7 +52,7 @@ class ByteSource:
             return self._stream.readinto(mv) or 0
         except EOFError:
             raise TraceError(self.path, "truncated gzip stream (file ends before the gzip end marker)") from None
-        except (OSError, zlib.error, ValueError) as e:
+        except (OSError, zlib.error, ValueError, *_GZIP_ERRORS) as e:
             raise TraceError(self.path, f"unreadable gzip data ({e})") from None
 
     def read_rest(self) -> bytes:

@@ -14,6 +14,8 @@ import pyarrow.compute as pc
 from gpuan.trace.schema import FLOW_SCHEMA, KINDS, SCHEMA
 
 INDEX32 = pa.int32()
+#: the "missing" marker of int64 columns while they are numpy arrays (Arrow columns use real nulls)
+NULL64 = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -73,8 +75,8 @@ def kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = 
     bounds = np.flatnonzero(np.diff(kinds)) + 1
     for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [order.size]])):
         seg = ts[order[a:b]]
+        seg = np.where(seg == NULL64, np.iinfo(np.int64).max, seg)  # missing times last
         if seg.size > 1 and (seg[1:] < seg[:-1]).any():
-            seg = np.where(seg == np.iinfo(np.int64).min, np.iinfo(np.int64).max, seg)  # missing times last
             order[a:b] = order[a:b][np.argsort(seg, kind="stable")]
     return order
 
@@ -129,7 +131,7 @@ def dict_column(
     idx: np.ndarray | None = None,
     length: int | None = None,
 ) -> pa.Array:
-    """Return a dictionary column from integer codes into `strings` (negative = null).
+    """Return a dictionary column from integer codes into `strings` (-1 = null).
 
     With `idx` and `length`, the codes are those of rows `idx` of a column of `length` rows, the rest
     null. The dictionary holds only the strings used, sorted, so that the same data gives the same column

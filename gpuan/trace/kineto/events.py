@@ -73,7 +73,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
 
     base = _base_time(ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
-    rank = rank if rank is not None else meta.get("distributed_info", {}).get("rank")
+    rank = rank if rank is not None else _as_int(meta["distributed_info"].get("rank"))
     meta["rank"] = rank
 
     name = _permute(c.pop("name"), order)
@@ -114,6 +114,17 @@ def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:
     buffers, which stay alive anyway: a fresh array would only add to the peak)."""
     a[: order.size] = a[order]
     return a[: order.size]
+
+
+def _as_int(value) -> int | None:
+    """Return value as an int when it is one (or a string of one), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
 
 
 def _rebase(ts: np.ndarray, base: int) -> np.ndarray:
@@ -157,9 +168,10 @@ def _fill_sparse(idx, vals, rows, fallback, ok) -> tuple[np.ndarray, np.ndarray]
 def _trace_metadata(file_meta: dict, source: str) -> dict:
     """Return gpuan's metadata from the file's top-level keys."""
     meta = {"source": source, "format": "kineto"}
-    meta["device_properties"] = file_meta.get("deviceProperties", [])
-    meta["distributed_info"] = file_meta.get("distributedInfo", {})
-    meta["_file_base_ns"] = int(file_meta.get("baseTimeNanoseconds", 0) or 0)
+    props, dist = file_meta.get("deviceProperties"), file_meta.get("distributedInfo")
+    meta["device_properties"] = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    meta["distributed_info"] = dist if isinstance(dist, dict) else {}
+    meta["_file_base_ns"] = _as_int(file_meta.get("baseTimeNanoseconds")) or 0
     extra = {k: v for k, v in file_meta.items() if k not in ("deviceProperties", "distributedInfo", "INFO")}
     meta["file"] = extra
     return meta
@@ -231,7 +243,6 @@ def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
     """Return the memcpy direction (HtoD, DtoH, DtoD, HtoH, PtoP, ...) of memcpy events, from the name
     ("Memcpy HtoD (Pageable -> Device)") or, for ROCm, from the "kind" argument."""
     rows = np.flatnonzero(kind == KIND_CODE["memcpy"])
-    words: list[str] = []
     index: dict[str, int] = {}
 
     def code_of(text: str | None) -> int:
@@ -247,8 +258,7 @@ def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
         pos = np.minimum(pos, a_idx.size - 1)
         has = (a_idx[pos] == rows) & (codes < 0)
         codes[has] = [code_of(_kind_from_arg(strings[a_ids[p]])) for p in pos[has]]
-    words = list(index)
-    return dict_column(codes, words, idx=rows, length=kind.size)
+    return dict_column(codes, list(index), idx=rows, length=kind.size)
 
 
 def _kind_from_name(name: str) -> str | None:

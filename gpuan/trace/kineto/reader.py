@@ -26,7 +26,7 @@ BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
-MIN_EVENT_BYTES = 48  # for the upper bound of rows in a file of known size
+MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
 MAX_ROWS = 2**31 - 1  # row numbers are int32 in the sparse columns
 
 # Columns kept for every event row; every other scratch field is kept sparsely (row index + value).
@@ -43,14 +43,12 @@ STRING_FIELDS = frozenset(
     ["name", "cat", "pid_str", "tid_str", "collective", "dtype", "pg_name", "pg_ranks", "input_dims",
      "input_types", "concrete_inputs", "arg_kind", "arg_name", "arg_labels"]
 )  # fmt: skip
-_EVENT_PHASES = np.array([ord(c) for c in "XiIBEbenC"], dtype=np.int32)
-_FLOW_PHASES = np.array([ord(c) for c in "stf"], dtype=np.int32)
 
 
 def thread_count() -> int:
     """Return the number of scanner threads: GPUAN_THREADS, else the cores this process may use."""
-    env = os.environ.get("GPUAN_THREADS")
-    return max(1, int(env)) if env else len(os.sched_getaffinity(0))
+    env = os.environ.get("GPUAN_THREADS", "")
+    return max(1, int(env)) if env.strip().isdigit() else len(os.sched_getaffinity(0))
 
 
 @dataclass
@@ -359,8 +357,14 @@ def _parse_metadata(path: str, head: bytes, tail: bytes) -> dict:
 
 
 def _decode(raw: bytes) -> str:
+    """Return the text of a JSON string's raw bytes: escapes resolved where they are valid, kept as
+    written where not; never a lone surrogate (Arrow needs valid UTF-8)."""
     if b"\\" in raw:
-        return json.loads(b'"' + raw + b'"')
+        try:
+            text = json.loads(b'"' + raw + b'"')
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+        return text.encode("utf-8", "replace").decode("utf-8")
     return raw.decode("utf-8", "replace")
 
 

@@ -287,15 +287,74 @@ def rehash(tkeys, tvals, pool64, uoff, ulen, n_unique):
 
 
 @njit(cache=True)
-def parse_ns(buf, b64, pos, n):
-    """Parse a JSON number of microseconds at pos into integer nanoseconds, exactly.
+def _exponent_ns(buf, start, epos, n):
+    """The digits of a number start at `start` and its 'e' is at `epos`: return (|value| in ns, end).
 
-    Returns (value, end position); end is -1 if the number runs past n or is not a number.
-    """
+    Integer arithmetic on up to 18 significant digits, rounded half up, so the result is exact."""
+    mant = np.int64(0)
+    scale = 0  # value = mant * 10**scale microseconds
+    sig = 0
+    round_up = False
+    seen_point = False
+    for i in range(start, epos):
+        c = buf[i]
+        if c == 46:
+            seen_point = True
+            continue
+        if sig < 18:
+            if mant > 0 or c != 48:
+                sig += 1
+            mant = mant * 10 + (c - 48)
+            if seen_point:
+                scale -= 1
+        elif not seen_point:
+            scale += 1  # a digit beyond what int64 holds, before the point: a power of ten
+            if sig == 18:
+                round_up = c >= 53
+                sig += 1
+        elif sig == 18:
+            round_up = c >= 53
+            sig += 1
+    if round_up:
+        mant += 1
+    pos = epos + 1
+    eneg = False
+    if pos < n and (buf[pos] == 45 or buf[pos] == 43):
+        eneg = buf[pos] == 45
+        pos += 1
+    e = 0
+    while pos < n and 48 <= buf[pos] <= 57:
+        e = min(e * 10 + (buf[pos] - 48), 10_000)
+        pos += 1
+    if pos >= n:
+        return np.int64(0), -1
+    k = scale + (-e if eneg else e) + 3  # to nanoseconds
+    if k >= 0:
+        for _ in range(k):
+            if mant > 922337203685477580:
+                return np.int64(0), -1  # beyond int64 nanoseconds: not a time
+            mant *= 10
+        return mant, pos
+    if k < -18:
+        return np.int64(0), pos
+    div = np.int64(1)
+    for _ in range(-k):
+        div *= 10
+    return (mant + div // 2) // div, pos
+
+
+@njit(cache=True)
+def parse_ns(buf, b64, pos, n):
+    """Parse a JSON number of microseconds at pos into integer nanoseconds.
+
+    Exact for the usual forms (digits after the point beyond the third round half up) and for
+    exponent notation. Returns (value, end position); end is -1 if the number runs past n or is not a
+    number."""
     neg = False
     if pos < n and buf[pos] == 45:
         neg = True
         pos += 1
+    digits_start = pos
     ip = np.int64(0)
     nd = 0
     while pos < n and 48 <= buf[pos] <= 57:
@@ -318,20 +377,7 @@ def parse_ns(buf, b64, pos, n):
     if pos >= n:
         return np.int64(0), -1
     if buf[pos] == 101 or buf[pos] == 69:
-        # exponent notation is rare in traces; fall back to floating point
-        pos += 1
-        eneg = False
-        if pos < n and (buf[pos] == 45 or buf[pos] == 43):
-            eneg = buf[pos] == 45
-            pos += 1
-        e = 0
-        while pos < n and 48 <= buf[pos] <= 57:
-            e = e * 10 + (buf[pos] - 48)
-            pos += 1
-        if pos >= n:
-            return np.int64(0), -1
-        x = (float(ip) + float(frac) / 10.0 ** min(fd, 3)) * 10.0 ** (-e if eneg else e)
-        v = np.int64(round(x * 1000.0))
+        v, pos = _exponent_ns(buf, digits_start, pos, n)
         return (-v if neg else v), pos
     if nd == 0 and fd == 0:
         return np.int64(0), -1
@@ -339,6 +385,21 @@ def parse_ns(buf, b64, pos, n):
         frac *= 10
     v = ip * 1000 + frac + (1 if round_up else 0)
     return (-v if neg else v), pos
+
+
+@njit(cache=True)
+def _time_value(buf, b64, pos, n):
+    """Parse a ts/dur value: a number, a string holding one, or null (missing: NULL64)."""
+    c = buf[pos]
+    if c == 34:
+        e = string_end(buf, b64, pos + 1, n)
+        if e < 0:
+            return NULL64, -1
+        v, end = parse_ns(buf, b64, pos + 1, n)
+        return (v, e + 1) if end == e else (NULL64, e + 1)
+    if c == 45 or 48 <= c <= 57:
+        return parse_ns(buf, b64, pos, n)
+    return NULL64, skip_value(buf, b64, pos, n)
 
 
 @njit(cache=True)
@@ -585,9 +646,9 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
             sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, T_CAT] = sid
         elif h == K_TS:
-            o64[row, S_TS], pos = parse_ns(buf, b64, pos, n)
+            o64[row, S_TS], pos = _time_value(buf, b64, pos, n)
         elif h == K_DUR:
-            o64[row, S_DUR], pos = parse_ns(buf, b64, pos, n)
+            o64[row, S_DUR], pos = _time_value(buf, b64, pos, n)
         elif h == K_PID or h == K_TID:
             num = S_PID if h == K_PID else S_TID
             if buf[pos] == 34:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from gpuan import __version__
-from gpuan.engine import EngineError, select
+from gpuan.engine import CHOICES, EngineError, select
 from gpuan.errors import TraceError
 
 EXIT_BAD_INPUT = 2
@@ -18,7 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
     p.add_argument(
-        "--device", choices=("auto", "cpu", "gpu"), default=None,
+        "--device", choices=CHOICES, default=None,
         help="where analyses run (default: $GPUAN_DEVICE, else a GPU if there is one)",
     )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from gpuan.engine import CPU, Engine
 from gpuan.engine.intervals import busy_time
 from gpuan.trace.schema import KINDS
-from gpuan.trace.table import Trace
+from gpuan.trace.table import NULL64, Trace
 
 GPU_ACTIVITY = ("kernel", "memcpy", "memset")
 
@@ -19,11 +19,10 @@ GPU_ACTIVITY = ("kernel", "memcpy", "memset")
 def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str, Any]:
     """Return the trace summary as a JSON-ready dict (times in ns)."""
     ev = trace.events
-    kinds = ev["kind"].combine_chunks() if ev.num_rows else pa.array([], pa.dictionary(pa.int8(), pa.string()))
-    counts = pc.value_counts(kinds.dictionary_decode()) if ev.num_rows else []
     per_kind = {k: 0 for k in KINDS}
-    for item in counts:
-        per_kind[item["values"].as_py()] = item["counts"].as_py()
+    if ev.num_rows:
+        for item in pc.value_counts(ev["kind"].combine_chunks().dictionary_decode()):
+            per_kind[item["values"].as_py()] = item["counts"].as_py()
     start, end = _span(ev)
     ranks = sorted(r for r in pc.unique(ev["rank"]).to_pylist() if r is not None)
     return {
@@ -37,12 +36,13 @@ def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str,
         "span_ns": end - start,
         "start_ns": start,
         "end_ns": end,
-        "streams": _streams(ev, engine),
-        "top_kernels": _top_kernels(ev, top),
+        "streams": _streams(trace.of_kind(*GPU_ACTIVITY), engine),
+        "top_kernels": _top_kernels(trace.of_kind("kernel"), top),
     }
 
 
 def _span(ev: pa.Table) -> tuple[int, int]:
+    """Return the (earliest start, latest end) of the events, in ns."""
     if ev.num_rows == 0:
         return 0, 0
     ends = pc.add(ev["ts"], pc.fill_null(ev["dur"], 0))
@@ -60,15 +60,13 @@ def _devices(trace: Trace) -> list[dict]:
     return out
 
 
-def _streams(ev: pa.Table, engine: Engine) -> list[dict]:
-    """Return per (rank, device, stream): events, kernels, kernel time, and busy time (union of kernel,
-    memcpy and memset intervals)."""
-    mask = pc.is_in(ev["kind"].combine_chunks().dictionary_decode(), pa.array(GPU_ACTIVITY))
-    mask = pc.and_(mask, pc.is_valid(ev["ts"]))
-    g = ev.filter(mask).select(["rank", "device", "stream", "kind", "ts", "dur"])
+def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
+    """Return per (rank, device, stream) of the GPU activity rows: events, kernels, kernel time, and busy
+    time (the union of their kernel, memcpy and memset intervals)."""
+    g = gpu.filter(pc.is_valid(gpu["ts"])).select(["rank", "device", "stream", "kind", "ts", "dur"])
     if g.num_rows == 0:
         return []
-    null = np.iinfo(np.int64).min
+    null = NULL64
     keys = np.stack([g[c].cast(pa.int64()).fill_null(null).to_numpy() for c in ("rank", "device", "stream")], 1)
     uniq, gid = np.unique(keys, axis=0, return_inverse=True)
     gid = gid.ravel()
@@ -89,9 +87,9 @@ def _streams(ev: pa.Table, engine: Engine) -> list[dict]:
     return out
 
 
-def _top_kernels(ev: pa.Table, top: int) -> list[dict]:
-    """Return the `top` kernels by total time: name, count, total, mean, and share of kernel time."""
-    k = ev.filter(pc.equal(ev["kind"].combine_chunks().dictionary_decode(), "kernel"))
+def _top_kernels(k: pa.Table, top: int) -> list[dict]:
+    """Return the `top` kernels of the kernel rows by total time: name, count, total, mean, and share of
+    kernel time."""
     if k.num_rows == 0:
         return []
     t = pa.table({"name": k["name"].combine_chunks().dictionary_decode(), "dur": k["dur"].fill_null(0)})

@@ -60,7 +60,7 @@ def load(
         return _load_rank_dir(path, use_cache=use_cache, progress=progress)
     if use_cache and path.exists():
         cache = parquet.cache_path(path)
-        if cache.exists() and parquet.is_fresh(cache, path):
+        if parquet.is_fresh(cache, path):
             trace = parquet.read(cache)
             return trace if rank is None else with_rank(trace, rank)
     fmt = sniff(path)

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 
 from gpuan.errors import TraceError
 from gpuan.trace.schema import GPU_KINDS, KIND_CODE, KINDS, kind_of_category
-from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order
+from gpuan.trace.table import NULL64, Trace, build_table, dict_column, int_column, kind_time_order
 
-NULL = np.iinfo(np.int64).min  # sentinel for SQL NULL in the int64 arrays
+NULL = NULL64  # SQL NULL in the int64 arrays
 
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"

@@ -19,9 +19,9 @@ import pyarrow as pa
 from gpuan.errors import TraceError
 from gpuan.trace.schema import KIND_CODE, KINDS, kind_of_category
 from gpuan.trace.source import open_file
-from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order
+from gpuan.trace.table import NULL64, Trace, build_table, dict_column, int_column, kind_time_order
 
-NULL = np.iinfo(np.int64).min  # sentinel for an empty cell in the int64 arrays
+NULL = NULL64  # an empty cell in the int64 arrays
 NOT_NVPROF = "not an nvprof --print-gpu-trace CSV"
 
 TIME_UNITS = {"s": Decimal(10**9), "ms": Decimal(10**6), "us": Decimal(10**3), "µs": Decimal(10**3), "ns": Decimal(1)}
@@ -102,7 +102,7 @@ def read_nvprof(path: str) -> Trace:
     }
     table = build_table(cols, len(rows))
     kinds = table["kind"].combine_chunks().indices.to_numpy(zero_copy_only=False)
-    order = kind_time_order(kinds, table["ts"].fill_null(np.iinfo(np.int64).min).to_numpy())
+    order = kind_time_order(kinds, table["ts"].fill_null(NULL64).to_numpy())
     return Trace(table.take(order), metadata=meta)
 
 

@@ -103,7 +103,6 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("concrete_inputs", _DICT32, "CPU op scalar inputs, JSON text"),
 )
 
-COLUMN_NAMES: tuple[str, ...] = tuple(c[0] for c in COLUMNS)
 SCHEMA: pa.Schema = pa.schema([(n, t) for n, t, _ in COLUMNS])
 
 #: The flow table (``ph`` s/t/f arrows, e.g. Kineto's ``ac2g`` runtime → kernel links).
@@ -118,8 +117,3 @@ FLOW_SCHEMA: pa.Schema = pa.schema(
         ("rank", pa.int32()),
     ]
 )
-
-
-def empty_column(name: str, length: int) -> pa.Array:
-    """Return an all-null column of the schema's type for ``name``."""
-    return pa.nulls(length, type=SCHEMA.field(name).type)

@@ -3,7 +3,7 @@ reader uses to build columns of the schema's types."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,12 +150,6 @@ def dict_column(
         keep = new >= 0
         indices = sparse_column(length, idx[keep], new[keep], index_type)
     return pa.DictionaryArray.from_arrays(indices, dictionary)
-
-
-def strings_column(values: Iterable[str | None], index_type: pa.DataType = INDEX32) -> pa.Array:
-    """Return a dictionary column from Python strings (None = null)."""
-    arr = pa.array(list(values), pa.string())
-    return pc.dictionary_encode(arr).cast(pa.dictionary(index_type, pa.string()))
 
 
 def build_table(columns: dict[str, pa.Array | np.ndarray], length: int, schema: pa.Schema = SCHEMA) -> pa.Table:

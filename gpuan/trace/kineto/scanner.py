@@ -120,7 +120,7 @@ def _is_ws(c):
     return c == 32 or c == 10 or c == 13 or c == 9
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def skip_ws(buf, pos, n):
     """Return the first position at or after pos that is not JSON whitespace (n if none)."""
     while pos < n and _is_ws(buf[pos]):
@@ -151,7 +151,7 @@ def _zero_bytes(x):
     return (x - _ONES) & ~x & _HIGHS
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def string_end(buf, b64, pos, n):
     """pos is just after an opening quote; return the position of the closing quote, or -1.
 
@@ -211,7 +211,7 @@ def skip_value(buf, b64, pos, n):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hash_bytes(b64, a, b):
     """64-bit hash of bytes [a, b): a multiply per 8-byte word, then a final avalanche."""
     h = _FNV_OFFSET ^ np.uint64(b - a)
@@ -244,7 +244,7 @@ def _same_bytes(b64, a, pool64, o, ln):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
     """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
     h = _hash_bytes(b64, a, b)
@@ -402,7 +402,7 @@ def _time_value(buf, b64, pos, n):
     return NULL64, skip_value(buf, b64, pos, n)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def parse_int(buf, b64, pos, n):
     """Parse an integer value at pos: a JSON number (fraction dropped), or a string holding a decimal
     or 0x-hex number. Returns (value or NULL64, end position or -1)."""
@@ -451,7 +451,7 @@ def parse_int(buf, b64, pos, n):
     return NULL64, skip_value(buf, b64, pos, n)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _int32(v):
     if v == NULL64 or v > 2147483647 or v < -2147483647:
         return NULL32
@@ -482,7 +482,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             pos += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
@@ -501,7 +501,7 @@ def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     return NULL32, e
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _parse_key(buf, b64, pos, n):
     """pos is at an opening quote; return (hash of the key, position after the ':' and whitespace)."""
     e = string_end(buf, b64, pos + 1, n)
@@ -512,6 +512,66 @@ def _parse_key(buf, b64, pos, n):
     if p >= n or buf[p] != 58:
         return h, -1
     return h, skip_ws(buf, p + 1, n)
+
+
+# How an "args" value is kept (see _arg_target).
+SKIP, INT64, INT32, TEXT, JSON_TEXT, TRIPLE = range(6)
+
+
+@njit(cache=True, inline="always")
+def _arg_target(h):
+    """Return (how, scratch column) for the value of the args key with hash h."""
+    if h == A_CORR:
+        return INT64, S_CORR
+    if h == A_EXT:
+        return INT64, S_EXT
+    if h == A_STREAM:
+        return INT64, S_STREAM
+    if h == A_SHMEM:
+        return INT64, S_SHMEM
+    if h == A_BYTES:
+        return INT64, S_BYTES
+    if h == A_IN_N:
+        return INT64, S_IN_N
+    if h == A_OUT_N:
+        return INT64, S_OUT_N
+    if h == A_SEQ:
+        return INT64, S_SEQ
+    if h == A_FWD:
+        return INT64, S_FWD
+    if h == A_SORT:
+        return INT64, S_SORT
+    if h == A_DEVICE:
+        return INT32, T_DEVICE
+    if h == A_REGS:
+        return INT32, T_REGS
+    if h == A_GROUP:
+        return INT32, T_GROUP
+    if h == A_GRID:
+        return TRIPLE, T_GRID
+    if h == A_BLOCK:
+        return TRIPLE, T_BLOCK
+    if h == A_COLL:
+        return TEXT, T_COLL
+    if h == A_DTYPE:
+        return TEXT, T_DTYPE
+    if h == A_PG_NAME:
+        return TEXT, T_PG_NAME
+    if h == A_NAME:
+        return TEXT, T_ARG_NAME
+    if h == A_LABELS:
+        return TEXT, T_ARG_LABELS
+    if h == A_PG_RANKS:
+        return JSON_TEXT, T_PG_RANKS
+    if h == A_IN_DIMS:
+        return JSON_TEXT, T_IN_DIMS
+    if h == A_IN_TYPES:
+        return JSON_TEXT, T_IN_TYPES
+    if h == A_CONCRETE:
+        return JSON_TEXT, T_CONCRETE
+    if h == A_KIND:
+        return JSON_TEXT, T_ARG_KIND
+    return SKIP, 0
 
 
 @njit(cache=True)
@@ -530,69 +590,18 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
         if pos < 0 or pos >= n:
             return -1
         sid = NULL32
-        if h == A_CORR:
-            o64[row, S_CORR], pos = parse_int(buf, b64, pos, n)
-        elif h == A_EXT:
-            o64[row, S_EXT], pos = parse_int(buf, b64, pos, n)
-        elif h == A_DEVICE:
+        how, col = _arg_target(h)
+        if how == INT64 or how == INT32:
             v, pos = parse_int(buf, b64, pos, n)
-            o32[row, T_DEVICE] = _int32(v)
-        elif h == A_STREAM:
-            o64[row, S_STREAM], pos = parse_int(buf, b64, pos, n)
-        elif h == A_GRID:
-            pos = _parse_triple(buf, b64, pos, n, o32, T_GRID, row)
-        elif h == A_BLOCK:
-            pos = _parse_triple(buf, b64, pos, n, o32, T_BLOCK, row)
-        elif h == A_REGS:
-            v, pos = parse_int(buf, b64, pos, n)
-            o32[row, T_REGS] = _int32(v)
-        elif h == A_SHMEM:
-            o64[row, S_SHMEM], pos = parse_int(buf, b64, pos, n)
-        elif h == A_BYTES:
-            o64[row, S_BYTES], pos = parse_int(buf, b64, pos, n)
-        elif h == A_IN_N:
-            o64[row, S_IN_N], pos = parse_int(buf, b64, pos, n)
-        elif h == A_OUT_N:
-            o64[row, S_OUT_N], pos = parse_int(buf, b64, pos, n)
-        elif h == A_GROUP:
-            v, pos = parse_int(buf, b64, pos, n)
-            o32[row, T_GROUP] = _int32(v)
-        elif h == A_SEQ:
-            o64[row, S_SEQ], pos = parse_int(buf, b64, pos, n)
-        elif h == A_FWD:
-            o64[row, S_FWD], pos = parse_int(buf, b64, pos, n)
-        elif h == A_SORT:
-            o64[row, S_SORT], pos = parse_int(buf, b64, pos, n)
-        elif h == A_COLL:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_COLL] = sid
-        elif h == A_DTYPE:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_DTYPE] = sid
-        elif h == A_PG_NAME:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_PG_NAME] = sid
-        elif h == A_PG_RANKS:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_PG_RANKS] = sid
-        elif h == A_IN_DIMS:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_IN_DIMS] = sid
-        elif h == A_IN_TYPES:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_IN_TYPES] = sid
-        elif h == A_CONCRETE:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_CONCRETE] = sid
-        elif h == A_NAME:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_ARG_NAME] = sid
-        elif h == A_LABELS:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_ARG_LABELS] = sid
-        elif h == A_KIND:
-            sid, pos = _string_id(buf, b64, pos, n, True, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_ARG_KIND] = sid
+            if how == INT64:
+                o64[row, col] = v
+            else:
+                o32[row, col] = _int32(v)
+        elif how == TEXT or how == JSON_TEXT:
+            sid, pos = _string_id(buf, b64, pos, n, how == JSON_TEXT, tkeys, tvals, pool64, uoff, ulen, st)
+            o32[row, col] = sid
+        elif how == TRIPLE:
+            pos = _parse_triple(buf, b64, pos, n, o32, col, row)
         else:
             pos = skip_value(buf, b64, pos, n)
         if sid == -1:
@@ -633,6 +642,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         if pos < 0 or pos >= n:
             return -1
         sid = NULL32
+        col = -1  # the string column this key's value goes to, interned at the one call site below
         if h == K_PH or h == K_BP:
             c = buf[pos]
             e = skip_value(buf, b64, pos, n)
@@ -640,22 +650,18 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
                 o32[row, T_PH if h == K_PH else T_BP] = buf[pos + 1]
             pos = e
         elif h == K_NAME:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_NAME] = sid
+            col = T_NAME
         elif h == K_CAT:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-            o32[row, T_CAT] = sid
+            col = T_CAT
         elif h == K_TS:
             o64[row, S_TS], pos = _time_value(buf, b64, pos, n)
         elif h == K_DUR:
             o64[row, S_DUR], pos = _time_value(buf, b64, pos, n)
         elif h == K_PID or h == K_TID:
-            num = S_PID if h == K_PID else S_TID
             if buf[pos] == 34:
-                sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
-                o32[row, T_PID_STR if h == K_PID else T_TID_STR] = sid
+                col = T_PID_STR if h == K_PID else T_TID_STR
             else:
-                o64[row, num], pos = parse_int(buf, b64, pos, n)
+                o64[row, S_PID if h == K_PID else S_TID], pos = parse_int(buf, b64, pos, n)
         elif h == K_ID:
             o64[row, S_FLOW], pos = parse_int(buf, b64, pos, n)
         elif h == K_ARGS:
@@ -664,6 +670,9 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
                 return -2
         else:
             pos = skip_value(buf, b64, pos, n)
+        if col >= 0:
+            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
+            o32[row, col] = sid
         if sid == -1:
             return -2
         if pos < 0:

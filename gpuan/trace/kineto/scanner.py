@@ -387,7 +387,7 @@ def parse_ns(buf, b64, pos, n):
     return (-v if neg else v), pos
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _time_value(buf, b64, pos, n):
     """Parse a ts/dur value: a number, a string holding one, or null (missing: NULL64)."""
     c = buf[pos]
@@ -653,10 +653,8 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
             col = T_NAME
         elif h == K_CAT:
             col = T_CAT
-        elif h == K_TS:
-            o64[row, S_TS], pos = _time_value(buf, b64, pos, n)
-        elif h == K_DUR:
-            o64[row, S_DUR], pos = _time_value(buf, b64, pos, n)
+        elif h == K_TS or h == K_DUR:
+            o64[row, S_TS if h == K_TS else S_DUR], pos = _time_value(buf, b64, pos, n)
         elif h == K_PID or h == K_TID:
             if buf[pos] == 34:
                 col = T_PID_STR if h == K_PID else T_TID_STR

@@ -136,7 +136,7 @@ def dict_column(
     With `idx` and `length`, the codes are those of rows `idx` of a column of `length` rows, the rest
     null. The dictionary holds only the strings used, sorted, so that the same data gives the same column
     however it was read."""
-    used = np.unique(codes[codes >= 0])
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(strings)))  # sorted, O(n)
     words = [strings[i] for i in used]
     order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
     # lookup[-1] stays -1, so null codes (-1) map to null without a mask pass

@@ -149,10 +149,12 @@ def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, li
 
 
 def _is_device(pid: np.ndarray) -> np.ndarray:
+    """Return where a GPU event's pid can be its device index (Kineto writes the device as the pid)."""
     return (pid >= 0) & (pid < 4096)
 
 
 def _is_id(v: np.ndarray) -> np.ndarray:
+    """Return where v holds a value (not the null marker)."""
     return v != N64
 
 
@@ -192,6 +194,8 @@ def _resolve_ids(nums: np.ndarray, strs: tuple[np.ndarray, np.ndarray], strings:
 
 
 def _id_of_string(text: str, named: dict[int, str]) -> int:
+    """Return the pid/tid for a string one: its number ("7", "stream 7"), else a synthetic id below
+    SYNTHETIC_ID_BASE, the same for the same text, recorded in `named`."""
     s = text.strip()
     m = re.fullmatch(r"(?:stream\s*)?(-?\d+)", s, flags=re.IGNORECASE)
     if m:
@@ -262,11 +266,13 @@ def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
 
 
 def _kind_from_name(name: str) -> str | None:
+    """Return the direction in a memcpy name ("Memcpy HtoD (Pageable -> Device)" -> "HtoD"), or None."""
     m = _MEMCPY_KIND.match(name)
     return m.group(1) if m else None
 
 
 def _kind_from_arg(value: str) -> str | None:
+    """Return the direction in ROCm's memcpy "kind" argument ("HtoD", or a hipMemcpyKind number)."""
     v = value.strip('"')
     return _ROCM_MEMCPY_KIND.get(v, v if v.isalpha() else None)
 
@@ -298,6 +304,7 @@ def _process_names(rows, strings, ids_named) -> dict:
 
 
 def _flow_table(f: dict, strings, ids_named, base: int, rank) -> pa.Table:
+    """Return the flow table from the scanned flow rows (ids resolved, times on the trace's base)."""
     if not f:
         return FLOW_SCHEMA.empty_table()
 

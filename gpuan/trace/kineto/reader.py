@@ -104,6 +104,7 @@ class StringTables:
 
 
 def _grow_cols(a: np.ndarray, width: int) -> np.ndarray:
+    """Return a copy of the 2-D array a widened to `width` columns (zeros after the old ones)."""
     b = np.zeros((a.shape[0], width), a.dtype)
     b[:, : a.shape[1]] = a
     return b
@@ -339,6 +340,7 @@ def _fill(src, buf: np.ndarray, have: int) -> tuple[int, bool]:
 
 
 def _grow_buffer(buf: np.ndarray) -> np.ndarray:
+    """Return a read buffer with twice the data capacity, holding buf's bytes at its start."""
     bigger = np.empty((buf.size - SLACK) * 2 + SLACK, np.uint8)
     bigger[: buf.size] = buf
     return bigger

@@ -357,18 +357,14 @@ def ratio_lines(by_label: dict[str, Measurement], json_bytes: int) -> list[str]:
     def ok(m: Measurement | None) -> bool:
         return m is not None and m.error is None
 
-    if ok(gp) and ok(hta):
-        out.append(f"gpuan throughput / HTA throughput: {hta.seconds / gp.seconds:.1f}x")
-    else:
-        out.append("gpuan throughput / HTA throughput: n/a")
-    if ok(gp) and ok(jp):
-        out.append(f"gpuan throughput / json+pandas throughput: {jp.seconds / gp.seconds:.1f}x")
-    if ok(pq) and ok(gp):
-        out.append(f"Parquet reload speed-up vs gpuan JSON ingest: {gp.seconds / pq.seconds:.1f}x")
-    else:
-        out.append("Parquet reload speed-up vs gpuan JSON ingest: n/a")
-    if ok(pq) and ok(hta):
-        out.append(f"Parquet reload speed-up vs HTA JSON ingest: {hta.seconds / pq.seconds:.1f}x")
+    pairs = (
+        ("gpuan throughput / HTA throughput", hta, gp),
+        ("gpuan throughput / json+pandas throughput", jp, gp),
+        ("Parquet reload speed-up vs gpuan JSON ingest", gp, pq),
+        ("Parquet reload speed-up vs HTA JSON ingest", hta, pq),
+    )
+    for label, slow, fast in pairs:
+        out.append(f"{label}: {slow.seconds / fast.seconds:.1f}x" if ok(slow) and ok(fast) else f"{label}: n/a")
     t1, t2 = by_label.get("gpuan load (GPUAN_THREADS=1)"), by_label.get("gpuan load (GPUAN_THREADS=2)")
     if ok(t1) and ok(t2):
         out.append(f"gpuan 2 threads vs 1 thread: {t1.seconds / t2.seconds:.2f}x")

@@ -10,6 +10,20 @@ from contextlib import contextmanager
 MIN_BYTES = 64 << 20
 
 
+def _compiles_first(path: str) -> bool:
+    """Whether reading `path` will first compile the Kineto scanner (a directory counts as Kineto)."""
+    from gpuan.errors import TraceError
+    from gpuan.trace.kineto import scanner_is_compiled
+    from gpuan.trace.load import sniff
+
+    if scanner_is_compiled():
+        return False
+    try:
+        return os.path.isdir(path) or sniff(path) == "kineto"
+    except TraceError:
+        return False
+
+
 @contextmanager
 def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
     """Yield a progress callback (bytes done, bytes total) for loading `path`, or None when no bar is
@@ -18,6 +32,8 @@ def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
         size = os.path.getsize(path)
     except OSError:
         size = 0
+    if _compiles_first(path):
+        print("gpuan: compiling the trace scanner (first run only, about half a minute)", file=sys.stderr)
     if not sys.stderr.isatty() or size < MIN_BYTES:
         yield None
         return

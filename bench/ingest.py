@@ -3,7 +3,8 @@
     python bench/ingest.py [--size-mb 1024] [--out bench/results] [--skip-hta]
 
 Paths measured, each in a fresh Python process so that peak RSS belongs to that path alone:
-  - gpuan.load of the JSON (default threads, then GPUAN_THREADS=1 and 2: scaling with cores)
+  - gpuan.load of the JSON (default threads, then GPUAN_THREADS=1 and 2: scaling with cores), and of
+    the same trace gzipped (python-isal level 1)
   - stdlib json.load + pandas.DataFrame(traceEvents)
   - Holistic Trace Analysis' per-rank parser (hta.common.trace.parse_trace_file)
   - gpuan's Parquet file (gpuan.trace.parquet.write once, then gpuan.load of it)
@@ -26,6 +27,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -227,6 +229,21 @@ def ensure_trace(cache_dir: Path, size_mb: int, layers: int, seed: int) -> tuple
     sidecar.write_text(json.dumps(summary, indent=1))
     summary["reused"] = False
     return path, summary
+
+
+def ensure_gzip(trace: Path) -> Path:
+    """Return a gzip copy of the trace beside it (python-isal level 1), made once per trace."""
+    from isal import igzip
+
+    gz = trace.with_name(trace.name + ".gz")
+    if gz.exists() and gz.stat().st_mtime >= trace.stat().st_mtime:
+        return gz
+    print(f"compressing {gz} ...", flush=True)
+    tmp = gz.with_name(gz.name + ".tmp")
+    with open(trace, "rb") as src, igzip.open(tmp, "wb", compresslevel=1) as dst:
+        shutil.copyfileobj(src, dst, 16 << 20)
+    os.replace(tmp, gz)
+    return gz
 
 
 def hta_python(cache_dir: Path, requested: str | None) -> tuple[str | None, str]:
@@ -480,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in [t.strip() for t in args.threads.split(",") if t.strip()]:
         label = f"gpuan load (GPUAN_THREADS={n})"
         results.append(measure(label, "gpuan", trace, {"GPUAN_THREADS": n}, repeat=rep, warmup=warmup))
+    gz = ensure_gzip(trace)
+    results.append(measure("gpuan load (.json.gz)", "gpuan", gz, {}, repeat=rep, warmup=warmup))
     # the anchors take minutes and their spread does not matter at 10-40x: one run each
     results.append(measure("json.load + pandas.DataFrame", "json-pandas", trace, {}, repeat=1))
     notes_extra = []

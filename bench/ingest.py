@@ -118,6 +118,17 @@ def run_child(kind: str, trace: str, parquet: str | None, warmup: str | None) ->
         extra["parquet_bytes"] = os.path.getsize(parquet)
     elif kind == "gpuan-parquet":
         rows = _gpuan_load(parquet).events.num_rows
+    elif kind == "gpuan-gpu":
+        from gpuan import engine
+
+        gpu = engine.select("gpu")  # raises where there is no GPU: the row then says why
+        table = _gpuan_load(trace).events
+        t_cols = time.perf_counter()
+        cols = gpu.columns(table)
+        gpu.xp.cuda.Device().synchronize()
+        extra["to_gpu_s"] = time.perf_counter() - t_cols
+        extra["gpu_bytes"] = int(sum(c.nbytes for c in cols.values()))
+        rows = table.num_rows
     elif kind == "json-pandas":
         rows = _json_pandas(trace)
     elif kind == "hta":
@@ -455,6 +466,11 @@ def collect_notes(results: list[Measurement]) -> list[str]:
                 f"Parquet file: {m.extra['parquet_bytes'] / 1e6:,.1f} MB, written in {m.seconds:.2f} s "
                 f"from the loaded trace"
             )
+        if m.extra and "to_gpu_s" in m.extra:
+            notes.append(
+                f"{m.label}: {m.extra['gpu_bytes'] / 1e6:,.0f} MB of columns reached the GPU in "
+                f"{m.extra['to_gpu_s']:.3f} s (included in the time)"
+            )
     return notes
 
 
@@ -469,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     # assignment costs events x steps, so a many-step trace would be unfair to it
     p.add_argument("--layers", type=int, default=96, help="transformer layers per step of the synthetic trace")
     p.add_argument("--skip-hta", action="store_true", help="leave out Holistic Trace Analysis")
+    p.add_argument("--gpu", action="store_true", help="also load and move every column to the GPU (CuPy)")
     p.add_argument("--threads", default="1,2", help="GPUAN_THREADS values to measure besides the default")
     p.add_argument("--repeat", type=int, default=3, help="runs per gpuan path; the fastest is reported")
     p.add_argument("--hta-python", help="interpreter with HolisticTraceAnalysis (default: this one, or a venv)")
@@ -499,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(measure(label, "gpuan", trace, {"GPUAN_THREADS": n}, repeat=rep, warmup=warmup))
     gz = ensure_gzip(trace)
     results.append(measure("gpuan load (.json.gz)", "gpuan", gz, {}, repeat=rep, warmup=warmup))
+    if args.gpu:
+        results.append(measure("gpuan load + columns to GPU", "gpuan-gpu", trace, {}, repeat=rep, warmup=warmup))
     # the anchors take minutes and their spread does not matter at 10-40x: one run each
     results.append(measure("json.load + pandas.DataFrame", "json-pandas", trace, {}, repeat=1))
     notes_extra = []

@@ -89,7 +89,10 @@ def with_rank(trace: Trace, rank: int) -> Trace:
         return t.set_column(i, "rank", pa.array(np.full(t.num_rows, rank, np.int32)))
 
     meta = dict(trace.metadata, rank=rank)
-    return Trace(set_rank(trace.events), set_rank(trace.flows), meta)
+    flows = trace._flows
+    # flows that a reader deferred stay deferred
+    new_flows = (lambda: set_rank(flows())) if callable(flows) else set_rank(flows)
+    return Trace(set_rank(trace.events), new_flows, meta)
 
 
 def rank_files(directory: Path) -> list[Path]:

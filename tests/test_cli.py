@@ -129,3 +129,11 @@ def test_more_bad_inputs(tmp_path, data_dir):
     (mixed / "rank0.json.gz").write_bytes(src.read_bytes())
     (mixed / "rank1.csv").write_bytes((data_dir / "nvprof" / "mem_mem_1stream_23000.csv").read_bytes())
     assert_one_line_error(gpuan("info", mixed), mixed, "mixes trace formats")
+
+
+def test_empty_trace_is_bad_input(tmp_path):
+    empty = tmp_path / "nothing.json"
+    empty.write_text('{"traceEvents": [], "deviceProperties": []}')
+    assert_one_line_error(gpuan("info", empty), empty, "empty trace")
+    assert_one_line_error(gpuan("convert", empty, "-o", tmp_path / "x.parquet"), empty, "empty trace")
+    assert not (tmp_path / "x.parquet").exists()

@@ -16,12 +16,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from gpuan.cli.progress import load_progress
+    from gpuan.cli.loading import load_trace
     from gpuan.trace import parquet
-    from gpuan.trace.load import load
 
-    with load_progress(args.trace) as progress:
-        trace = load(args.trace, use_cache=False, progress=progress)
+    trace = load_trace(args.trace, use_cache=False)
     source = Path(args.trace)
     out = Path(args.output) if args.output else parquet.cache_path(source)
     parquet.write(trace, out, source=source if source.is_file() else None)

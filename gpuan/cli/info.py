@@ -28,11 +28,9 @@ def _count(text: str) -> int:
 
 
 def run(args) -> int:
-    from gpuan.cli.progress import load_progress
-    from gpuan.trace.load import load
+    from gpuan.cli.loading import load_trace
 
-    with load_progress(args.trace) as progress:
-        trace = load(args.trace, progress=progress)
+    trace = load_trace(args.trace)
     summary = summarize(trace, top=args.top, engine=current())
     if args.format == "json":
         print(json.dumps(summary, indent=2))

@@ -1,4 +1,5 @@
-"""A progress bar for long loads, shown only on a terminal and only for large files."""
+"""How the commands load a trace: a progress bar for long loads (on a terminal, for large files), a
+note when the first read compiles the scanner, and an error for a trace with nothing in it."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from gpuan.errors import TraceError
+from gpuan.trace.load import load, sniff
+from gpuan.trace.table import Trace
+
 MIN_BYTES = 64 << 20
 
 
 def _compiles_first(path: str) -> bool:
     """Whether reading `path` will first compile the Kineto scanner (a directory counts as Kineto)."""
-    from gpuan.errors import TraceError
     from gpuan.trace.kineto import scanner_is_compiled
-    from gpuan.trace.load import sniff
 
     if scanner_is_compiled():
         return False
@@ -49,3 +52,12 @@ def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+def load_trace(path: str, *, use_cache: bool = True) -> Trace:
+    """Return the trace at `path` for a command; a trace without a single event is bad input."""
+    with load_progress(path) as progress:
+        trace = load(path, use_cache=use_cache, progress=progress)
+    if len(trace) == 0 and trace.flows.num_rows == 0:
+        raise TraceError(path, "empty trace (no events)")
+    return trace

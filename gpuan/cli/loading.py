@@ -35,7 +35,7 @@ def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
         size = os.path.getsize(path)
     except OSError:
         size = 0
-    if _compiles_first(path):
+    if sys.stderr.isatty() and _compiles_first(path):  # a note for people, not for scripts
         print("gpuan: compiling the trace scanner (first run only, about half a minute)", file=sys.stderr)
     if not sys.stderr.isatty() or size < MIN_BYTES:
         yield None

@@ -443,15 +443,11 @@ class _StepBuilder:
         """Close a record_param_comms op opened by :meth:`comms_span`."""
         self.stack[sp.tid].pop()
         end = self.cursor[sp.tid] = self.cursor[sp.tid] + int(self.rng.uniform(2000, 6000))
-        ranks = json.dumps(list(range(self.world_size)))
         text = (
             f'  {{\n    "ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": {PID}, "tid": {sp.tid},\n'
             f'    "ts": {TS}, "dur": {fmt_us(end - sp.start)},\n    "args": {{\n'
-            f'      "External id": %d,"Record function id": %d, "Process Group Name": "0", "Global rank stride": 1, '
-            f'"Out msg nelems": {nelems}, "Process Group Ranks": "{ranks}", "Group size": {self.world_size}, '
-            f'"Global rank start": 0, "Ev Idx": %d, "In msg nelems": {nelems}, "In split size": "[]", '
-            f'"Out split size": "[]", "dtype": "BFloat16", "Process Group Description": "default_pg", '
-            f'"Collective name": "allreduce"\n    }}\n  }}'
+            f'      "External id": %d,"Record function id": %d, "Ev Idx": %d, "Global rank start": 0, '
+            f'"Global rank stride": 1{_allreduce_args(nelems, self.world_size)}\n    }}\n  }}'
         )
         slots = [(K_TIME, sp.start), (K_EXT, sp.ext), (K_RF, sp.rf), (K_EVIDX, 0)]
         self.cpu.append(_Event((sp.start, sp.order, 0), text, slots, 3, ("X", "cpu_op")))
@@ -793,6 +789,17 @@ def _accumulate_grad(b: _StepBuilder, shape: tuple[int, ...], bucket_nelems: int
             _ddp_allreduce(b, bucket_nelems)
 
 
+def _allreduce_args(nelems: int, world_size: int) -> str:
+    """Return the collective args (", ..." JSON members) that Kineto puts on an all-reduce's
+    record_param_comms op and on its NCCL kernel."""
+    ranks = json.dumps(list(range(world_size)))
+    return (
+        f', "Collective name": "allreduce", "In msg nelems": {nelems}, "Out msg nelems": {nelems}, '
+        f'"Group size": {world_size}, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", '
+        f'"Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "{ranks}"'
+    )
+
+
 def _ddp_allreduce(b: _StepBuilder, nelems: int) -> None:
     """The DDP reducer's bucket all-reduce: NCCL on its own stream after waiting on the compute stream."""
     flat = tensor_list([(nelems,)])
@@ -802,13 +809,7 @@ def _ddp_allreduce(b: _StepBuilder, nelems: int) -> None:
         b.runtime("cudaStreamWaitEvent", 147)
         with b.span("nccl:all_reduce", cat="user_annotation"):
             ready = b.free[COMPUTE_STREAM]
-            ranks = json.dumps(list(range(b.world_size)))
-            extra = (
-                f', "Collective name": "allreduce", "In msg nelems": {nelems}, "Out msg nelems": {nelems}, '
-                f'"Group size": {b.world_size}, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", '
-                f'"Process Group Name": "0", "Process Group Description": "default_pg", '
-                f'"Process Group Ranks": "{ranks}"'
-            )
+            extra = _allreduce_args(nelems, b.world_size)
             n = max(b.world_size, 2)
             dur = 2.0 * (n - 1) / n * nelems * 2 / 370e9 * 1e9 + 18000
             b.kernel(

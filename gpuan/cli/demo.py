@@ -21,14 +21,4 @@ def run(args) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     path = sample_trace_path(directory)
     print(f"sample trace: {path}  (engine: {current().name})")
-    info.run(_InfoArgs(trace=str(path)))
-    return 0
-
-
-class _InfoArgs:
-    """The arguments ``gpuan info`` would get for the sample trace."""
-
-    def __init__(self, trace: str) -> None:
-        self.trace = trace
-        self.format = "text"
-        self.top = 10
+    return info.show(str(path))

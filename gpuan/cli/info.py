@@ -28,11 +28,15 @@ def _count(text: str) -> int:
 
 
 def run(args) -> int:
+    return show(args.trace, fmt=args.format, top=args.top)
+
+
+def show(path: str, *, fmt: str = "text", top: int = 10) -> int:
+    """Load the trace at `path` and print its summary as text or JSON; returns the exit code."""
     from gpuan.cli.loading import load_trace
 
-    trace = load_trace(args.trace)
-    summary = summarize(trace, top=args.top, engine=current())
-    if args.format == "json":
+    summary = summarize(load_trace(path), top=top, engine=current())
+    if fmt == "json":
         print(json.dumps(summary, indent=2))
     else:
         render(summary)

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpuan.errors import TraceError
-from gpuan.trace.schema import GPU_KINDS, KIND_CODE, KINDS, kind_of_category
+from gpuan.trace.schema import GPU_KINDS, KIND_CODE, KINDS, kind_codes
+from gpuan.trace.source import open_file
 from gpuan.trace.table import NULL64, Trace, build_table, dict_column, int_column, kind_time_order
 
 NULL = NULL64  # SQL NULL in the int64 arrays
@@ -99,10 +100,8 @@ def read_nsys(path: str) -> Trace:
 
 def _connect(path: str) -> sqlite3.Connection:
     """Return a read-only connection to the file (never creating or changing it)."""
-    if not os.path.exists(path):
-        raise TraceError(path, "no such file")
-    if os.path.isdir(path):
-        raise TraceError(path, "is a directory, not a trace file")
+    with open_file(path):  # missing file, directory, no permission: the readers' one wording
+        pass
     if os.path.getsize(path) == 0:
         raise TraceError(path, "empty file")
     try:
@@ -384,7 +383,7 @@ def _assemble(parts: list[Part]) -> tuple[pa.Table, int]:
 
     cats = sorted({p.cat for p in parts})
     cat_codes = np.concatenate([np.full(p.length, cats.index(p.cat), np.int64) for p in parts]) if parts else None
-    kind_of = np.array([KIND_CODE[kind_of_category(c)] for c in cats], np.int8)
+    kind_of = kind_codes(cats)
     order = kind_time_order(kind_of[cat_codes], start) if parts else np.empty(0, np.int64)
     name_codes, names = _merge_strings(parts, lambda p: p.name_codes, lambda p: p.names)
     copy_codes, copy_words = _merge_strings(parts, lambda p: p.memcpy_kind, lambda p: p.memcpy_words)

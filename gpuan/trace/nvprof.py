@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.errors import TraceError
-from gpuan.trace.schema import KIND_CODE, KINDS, kind_of_category
+from gpuan.trace.schema import KINDS, kind_codes
 from gpuan.trace.source import open_file
 from gpuan.trace.table import NULL64, Trace, build_table, dict_column, int_column, kind_time_order
 
@@ -226,8 +226,8 @@ def _classify_one(name: str) -> tuple[str, str, int, str | None]:
 
 
 def _kinds(cat: pa.DictionaryArray) -> pa.DictionaryArray:
-    """Return the kind column for the category column (through schema.kind_of_category)."""
-    to_kind = np.array([KIND_CODE[kind_of_category(c)] for c in cat.dictionary.to_pylist()], np.int8)
+    """Return the kind column for the category column."""
+    to_kind = kind_codes(cat.dictionary.to_pylist())
     codes = to_kind[cat.indices.to_numpy()] if len(cat) else np.empty(0, np.int8)
     return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()), pa.array(KINDS))
 

@@ -6,6 +6,9 @@ them. Optional columns are present but null where the source has no value.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import numpy as np
 import pyarrow as pa
 
 #: The kinds of event, in the order of the dictionary used for the ``kind`` column.
@@ -56,6 +59,11 @@ _CATEGORY_KIND: dict[str, str] = {
 def kind_of_category(cat: str) -> str:
     """Return the event kind (one of :data:`KINDS`) for a normalised category string."""
     return _CATEGORY_KIND.get(cat, "other")
+
+
+def kind_codes(categories: Iterable[str]) -> np.ndarray:
+    """Return the kind code (index into :data:`KINDS`) of each normalised category, as int8."""
+    return np.array([KIND_CODE[kind_of_category(c)] for c in categories], np.int8)
 
 
 def normalise_category(cat: str) -> str:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.memory import release
-from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_of_category, normalise_category
+from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_codes, normalise_category
 from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order, sparse_column
 
 N64, N32 = sc.NULL64, sc.NULL32
@@ -140,12 +140,11 @@ def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, li
     norm_index: dict[str, int] = {}
     # the last slot of each map is for null (-1) codes
     cat_map = np.full(len(strings) + 1, -1, np.int32)
-    kind_map = np.full(len(strings) + 1, KIND_CODE["other"], np.int8)
     for i in np.unique(cat_ids[cat_ids >= 0]):
-        norm = normalise_category(strings[i])
-        cat_map[i] = norm_index.setdefault(norm, len(norm_index))
-        kind_map[i] = KIND_CODE[kind_of_category(norm)]
-    return cat_map[cat_ids], list(norm_index), kind_map[cat_ids]
+        cat_map[i] = norm_index.setdefault(normalise_category(strings[i]), len(norm_index))
+    kind_map = np.append(kind_codes(norm_index), np.int8(KIND_CODE["other"]))  # null category: other
+    cats = cat_map[cat_ids]
+    return cats, list(norm_index), kind_map[cats]
 
 
 def _is_device(pid: np.ndarray) -> np.ndarray:

@@ -1,0 +1,121 @@
+"""``gpuan cycles TRACE -o BASE``: repeating patterns as uplifter-compatible CSVs, text or JSON summary."""
+
+from __future__ import annotations
+
+import json
+
+from gpuan.trace.schema import KINDS
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("cycles", help="find repeating kernel patterns (iterations, layers, prefill/decode)")
+    p.add_argument("trace", help="trace file or directory of rank traces")
+    p.add_argument(
+        "-o", "--output", metavar="BASE", help="write BASE_cycle_<k>.csv (all) or BASE_prefill/decode.csv (llm)"
+    )
+    p.add_argument("--mode", choices=("all", "llm"), default="all", help="which patterns to write (default all)")
+    p.add_argument(
+        "--kind", choices=KINDS, default="kernel", help="events to analyse (default kernel; cpu_op for CPU-only traces)"
+    )
+    p.add_argument(
+        "--ops",
+        choices=("top", "leaf", "all"),
+        default="top",
+        help="CPU operators: top-level (default), leaves, or all",
+    )
+    p.add_argument(
+        "--merge-streams", action="store_true", help="analyse a device's compute and communication streams together"
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=run)  # fmt: skip
+
+
+def run(args) -> int:
+    from gpuan.cli.loading import load_trace
+    from gpuan.cycles import detect, distinct_patterns
+    from gpuan.cycles.csvfile import render, write_atomic
+    from gpuan.cycles.patterns import llm_phases
+    from gpuan.errors import TraceError
+
+    trace = load_trace(args.trace)
+    found = detect(trace, args.kind, merge_streams=args.merge_streams, ops=args.ops)
+    if not found:
+        raise TraceError(args.trace, f"no {args.kind} events to look for cycles in")
+    patterns = distinct_patterns(found)
+    if args.mode == "llm":
+        chosen = llm_phases(found)
+        files = {f"{args.output}_{phase}.csv": p for phase, p in chosen.items()} if args.output else {}
+        labels = {id(p): phase for phase, p in chosen.items()}
+    else:
+        files = {f"{args.output}_cycle_{k}.csv": p for k, p in enumerate(patterns, 1)} if args.output else {}
+        labels = {id(p): f"cycle {k}" for k, p in enumerate(patterns, 1)}
+    # render everything first: a failure then leaves no partial set of files
+    texts = {path: render(p) for path, p in files.items()}
+    for path, text in texts.items():
+        write_atomic(path, text)
+    if args.format == "json":
+        print(json.dumps(_json(args, found, patterns, files), indent=1))
+    else:
+        _print_text(found, labels, files)
+    return 0
+
+
+def _json(args, found, patterns, files) -> dict:
+    from gpuan.cycles import Pattern
+
+    written = {id(p): path for path, p in files.items()}
+    out = {"trace": args.trace, "kind": args.kind, "sequences": []}
+    for sc in found:
+        seq = sc.sequence
+        segs = []
+        for si, seg in enumerate(sc.segments):
+            segs.append({
+                "index": si,
+                "periodic": seg.periodic,
+                "first_event": seg.start,
+                "end_event": seg.end,
+                "start_ns": int(seq.ts[seg.start]),
+                "end_ns": int((seq.ts[seg.start:seg.end] + seq.dur[seg.start:seg.end]).max()),
+                "cycle": None if seg.cycle is None else Pattern(seq, si, "cycle", seg.cycle).summary(),
+                "sub_cycles": [Pattern(seq, si, "sub-cycle", c).summary() for c in seg.sub_cycles],
+            })  # fmt: skip
+        out["sequences"].append({
+            "label": seq.label, "rank": seq.rank, "device": seq.device, "group": seq.group,
+            "streams": list(seq.streams), "events": len(seq), "segments": segs,
+        })  # fmt: skip
+    out["patterns"] = [
+        {"k": k, "sequence": p.sequence.label, "segment": p.segment, "role": p.role, "length": p.cycle.length,
+         "repetitions": p.cycle.repetitions, "file": written.get(id(p))}
+        for k, p in enumerate(patterns, 1)
+    ]  # fmt: skip
+    out["files"] = list(files)
+    return out
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f} us"
+
+
+def _print_text(found, labels, files) -> None:
+    from gpuan.cycles import Pattern
+
+    for sc in found:
+        seq = sc.sequence
+        print(f"{seq.label}: {len(seq):,} {seq.kind} events, {len(sc.segments)} segment(s)")
+        for si, seg in enumerate(sc.segments):
+            span = f"events {seg.start:,}-{seg.end - 1:,}"
+            if seg.cycle is not None:
+                t = Pattern(seq, si, "cycle", seg.cycle).instance_times()
+                print(f"  [{si}] {span}: cycle of {seg.cycle.length:,} x {seg.cycle.repetitions:,}, "
+                      f"busy {_us(t.busy_ns.mean())}, wall {_us(t.wall_ns.mean())} per instance")  # fmt: skip
+            else:
+                print(f"  [{si}] {span}: no outer cycle (one pass)")
+            for c in seg.sub_cycles:
+                first = seq.vocab[c.template[0]]
+                print(f"       sub-cycle of {c.length:,} x {c.per_parent} at +{c.offset:,} "
+                      f"({c.repetitions:,} in all), starts with {first[:60]}")  # fmt: skip
+    for path, p in files.items():
+        print(
+            f"wrote {path}: {labels.get(id(p), '')}, {p.cycle.length:,} events"
+            f" x {p.cycle.repetitions:,} ({p.sequence.label})"
+        )

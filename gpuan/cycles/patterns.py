@@ -1,0 +1,200 @@
+"""From detected cycles to what users read: distinct patterns, per-position statistics, summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gpuan.cycles import periods
+from gpuan.cycles.detect import Cycle, Segment
+from gpuan.cycles.sequence import Sequence
+from gpuan.cycles.signature import signature
+
+STAT_COLUMNS = (
+    "index", "kernel_name", "avg_duration_us", "min_duration_us", "max_duration_us", "stddev_us", "count",
+    "pct_of_cycle",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SequenceCycles:
+    """The segments found in one sequence (a device's stream group, or a CPU thread)."""
+
+    sequence: Sequence
+    segments: list[Segment]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One distinct repeating pattern: where it was found and all its instances.
+
+    ``role`` is ``cycle`` (a segment's outer cycle) or ``sub-cycle``; ``segment`` indexes the segment of
+    its first instance. Rotations of one pattern are one pattern (instances start where the first
+    found instance starts).
+    """
+
+    sequence: Sequence
+    segment: int
+    role: str
+    cycle: Cycle
+
+    @property
+    def names(self) -> list[str]:
+        return self.sequence.vocab[self.cycle.template].tolist()
+
+    def instance_times(self) -> pd.DataFrame:
+        """One row per instance: ``start_ns``, ``end_ns``, ``busy_ns`` (summed durations), ``wall_ns``."""
+        seq, c = self.sequence, self.cycle
+        first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, c.starts, c.length)
+        return pd.DataFrame({"start_ns": first, "end_ns": last, "busy_ns": busy, "wall_ns": last - first})
+
+    def centre_ns(self) -> float:
+        t = self.instance_times()
+        return (float(t.start_ns.iloc[0]) + float(t.end_ns.iloc[-1])) / 2
+
+    def stats(self) -> pd.DataFrame:
+        """Per position: name, avg/min/max/population-stddev of the duration (us) over the instances
+        whose event there has that name, how many did, and the share of the average busy time."""
+        seq, c = self.sequence, self.cycle
+        count, total, lo, hi, m2 = periods.position_stats(seq.ids, seq.dur, c.starts, c.template)
+        safe = np.maximum(count, 1)
+        avg = total / safe / 1e3
+        avg_cycle_us = self.instance_times().busy_ns.mean() / 1e3
+        return pd.DataFrame(
+            {
+                "index": np.arange(c.length),
+                "kernel_name": self.names,
+                "avg_duration_us": avg,
+                "min_duration_us": np.where(count > 0, lo, 0) / 1e3,
+                "max_duration_us": np.where(count > 0, hi, 0) / 1e3,
+                "stddev_us": np.sqrt(m2 / safe) / 1e3,
+                "count": count,
+                "pct_of_cycle": avg / avg_cycle_us * 100 if avg_cycle_us > 0 else np.zeros(c.length),
+            }
+        )
+
+    def summary(self, with_positions: bool = True) -> dict:
+        """A JSON-ready description: size, span, per-instance busy and wall time, and the statistics."""
+        t = self.instance_times()
+        out = {
+            "role": self.role,
+            "segment": self.segment,
+            "length": self.cycle.length,
+            "repetitions": self.cycle.repetitions,
+            "start_ns": int(t.start_ns.iloc[0]),
+            "end_ns": int(t.end_ns.iloc[-1]),
+            "avg_busy_us": round(float(t.busy_ns.mean()) / 1e3, 3),
+            "avg_wall_us": round(float(t.wall_ns.mean()) / 1e3, 3),
+            "total_busy_us": round(float(t.busy_ns.sum()) / 1e3, 3),
+            "signature": pattern_signature(self.names),
+            "instances": {
+                "first_event": self.cycle.starts.tolist(),
+                "start_ns": t.start_ns.tolist(),
+                "busy_ns": t.busy_ns.tolist(),
+                "wall_ns": t.wall_ns.tolist(),
+            },
+        }
+        if self.role == "sub-cycle":
+            out["offset"] = self.cycle.offset
+            out["per_parent"] = self.cycle.per_parent
+        if with_positions:
+            s = self.stats()
+            out["positions"] = [
+                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
+                for row in s.drop(columns=["index"]).to_dict(orient="records")
+            ]
+        return out
+
+
+def pattern_signature(names: list[str]) -> str:
+    """One string naming a pattern by its kernels' signatures (for telling phases apart)."""
+    return "|".join(signature(n) for n in names)
+
+
+def _canonical(template: np.ndarray) -> tuple[int, ...]:
+    """The lexicographically smallest rotation of a pattern: equal for all rotations of one pattern."""
+    best = None
+    for d in np.flatnonzero(template == template.min()).tolist():
+        r = tuple(np.roll(template, -d).tolist())
+        if best is None or r < best:
+            best = r
+    return best
+
+
+def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
+    """Every distinct pattern (outer cycles and sub-cycles), ordered by temporal centre.
+
+    A pattern seen in several segments of one sequence (or as a rotation of one seen earlier) becomes one
+    pattern whose instances are all of theirs, re-aligned to the first one's rotation.
+    """
+    out: list[Pattern] = []
+    for sc in found:
+        seq = sc.sequence
+        by_form: dict[tuple[int, ...], int] = {}
+        for si, seg in enumerate(sc.segments):
+            cycles = ([("cycle", seg.cycle)] if seg.cycle is not None else []) + [
+                ("sub-cycle", c) for c in seg.sub_cycles
+            ]
+            for role, cyc in cycles:
+                form = _canonical(cyc.template)
+                if form not in by_form:
+                    by_form[form] = len(out)
+                    out.append(Pattern(seq, si, role, cyc))
+                    continue
+                first = out[by_form[form]]
+                d = _shift(first.cycle.template, cyc.template)
+                moved = cyc.starts + d
+                moved = moved[moved + cyc.length <= len(seq)]
+                starts = np.union1d(first.cycle.starts, moved)
+                merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
+                out[by_form[form]] = Pattern(seq, first.segment, first.role, merged)
+    keyed = [(p.centre_ns(), i, p) for i, p in enumerate(out)]
+    keyed.sort(key=lambda x: (x[0], x[1]))
+    return [p for _, _, p in keyed]
+
+
+def _shift(template: np.ndarray, other: np.ndarray) -> int:
+    """The ``d`` with ``roll(other, -d) == template`` (two rotations of one pattern)."""
+    for d in np.flatnonzero(other == template[0]).tolist():
+        if np.array_equal(np.roll(other, -d), template):
+            return d
+    return 0
+
+
+def _main_cycle(seg: Segment) -> tuple[str, Cycle] | None:
+    """A segment's finest repeating unit: its sub-cycle covering most events, else its outer cycle."""
+    if seg.sub_cycles:
+        best = max(seg.sub_cycles, key=lambda c: (c.length * c.per_parent, -c.offset))
+        return "sub-cycle", best
+    if seg.cycle is not None:
+        return "cycle", seg.cycle
+    return None
+
+
+def llm_phases(found: list[SequenceCycles], min_share: float = 0.01) -> dict[str, Pattern]:
+    """The prefill and decode patterns of an LLM inference trace.
+
+    In the sequence with the most events, the segments holding at least `min_share` of them are the
+    phases; each is represented by its layer (its largest sub-cycle, else its cycle). Prefill is the
+    earliest phase, decode the latest whose layer has other kernel signatures than prefill's. With one
+    phase only, it is returned as ``decode``.
+    """
+    if not found:
+        return {}
+    sc = max(found, key=lambda s: len(s.sequence))
+    n = len(sc.sequence)
+    phases = []
+    for si, seg in enumerate(sc.segments):
+        main = _main_cycle(seg)
+        if main is not None and seg.end - seg.start >= min_share * n:
+            phases.append(Pattern(sc.sequence, si, main[0], main[1]))
+    if not phases:
+        return {}
+    prefill = phases[0]
+    sig = pattern_signature(prefill.names)
+    later = [p for p in phases[1:] if pattern_signature(p.names) != sig]
+    if not later:
+        return {"decode": phases[-1]}
+    return {"prefill": prefill, "decode": later[-1]}

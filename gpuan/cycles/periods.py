@@ -1,0 +1,189 @@
+"""Whole-array kernels over an integer event sequence: candidate periods and periodic regions.
+
+A sequence is periodic with period ``L`` over a stretch where ``ids[i] == ids[i + L]`` for (nearly) every
+``i``. These kernels find the candidate ``L`` (from the gaps between successive occurrences of each id),
+count the shifted matches of many candidates at once (the part that has a GPU twin in
+:mod:`gpuan.cycles.periods_cuda`), and turn a candidate's matches into maximal periodic regions.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+#: a window of one period may hold this share of positions that differ from the previous instance
+TOLERANCE = 0.05
+#: below this many events every period is a candidate (the search is exhaustive)
+EXHAUSTIVE = 4096
+#: candidates kept from the gap histogram, by evidence and by coverage each
+CANDIDATES = 24
+
+
+@numba.njit(cache=True, nogil=True)
+def _gap_histogram(ids: np.ndarray, vocab: int, max_period: int) -> np.ndarray:
+    last = np.full(vocab, -1, np.int64)
+    hist = np.zeros(max_period + 1, np.int64)
+    for i in range(ids.shape[0]):
+        v = ids[i]
+        p = last[v]
+        if p >= 0:
+            g = i - p
+            if g <= max_period:
+                hist[g] += 1
+        last[v] = i
+    return hist
+
+
+def candidate_periods(ids: np.ndarray, vocab: int, max_period: int) -> np.ndarray:
+    """Return the candidate periods (ascending int64) for a sequence of ids in ``[0, vocab)``.
+
+    Every period up to `max_period` for short sequences; otherwise the gaps between successive
+    occurrences of one id that occur most often, and those whose count times length (the events they
+    could cover) is largest, so that a long step that shows up only a few times is not crowded out by
+    the short gaps inside a layer.
+    """
+    n = ids.shape[0]
+    max_period = min(max_period, n // 2)
+    if max_period < 1:
+        return np.zeros(0, np.int64)
+    if n <= EXHAUSTIVE:
+        return np.arange(1, max_period + 1, dtype=np.int64)
+    hist = _gap_histogram(ids, vocab, max_period)
+    hist[0] = 0
+    hist[hist < 2] = 0
+    periods = np.arange(hist.shape[0], dtype=np.int64)
+    chosen = set()
+    for score in (hist, hist * periods):
+        order = np.argsort(-score, kind="stable")[:CANDIDATES]
+        chosen.update(int(p) for p in order if score[p] > 0)
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def match_counts(ids: np.ndarray, periods: np.ndarray) -> np.ndarray:
+    """Return, for each period ``L``, how many ``i`` have ``ids[i] == ids[i + L]``."""
+    out = np.zeros(periods.shape[0], np.int64)
+    n = ids.shape[0]
+    for c in numba.prange(periods.shape[0]):
+        L = periods[c]
+        s = 0
+        for i in range(n - L):
+            s += ids[i] == ids[i + L]
+        out[c] = s
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def periodic_regions(ids: np.ndarray, period: int, allowed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the maximal periodic regions of `period` as ``(starts, ends)`` (half-open positions).
+
+    A window of `period` consecutive comparisons ``ids[i] == ids[i + period]`` is good when at most
+    `allowed` of them fail; a run of good windows makes one region, trimmed so that it begins and ends
+    with a matching comparison. A region holds at least two instances.
+    """
+    n = ids.shape[0]
+    L = period
+    m = n - L  # comparisons
+    starts = []
+    ends = []
+    if m < L:
+        return np.array(starts, np.int64), np.array(ends, np.int64)
+    bad = 0
+    for i in range(L):
+        bad += ids[i] != ids[i + L]
+    run_start = -1
+    for w in range(m - L + 1):
+        if w > 0:
+            bad += (ids[w + L - 1] != ids[w + 2 * L - 1]) - (ids[w - 1] != ids[w - 1 + L])
+        good = bad <= allowed
+        if good and run_start < 0:
+            run_start = w
+        if run_start >= 0 and (not good or w == m - L):
+            last_w = w - 1 if not good else w
+            first = run_start
+            while ids[first] != ids[first + L]:
+                first += 1
+            last = last_w + L - 1
+            while ids[last] != ids[last + L]:
+                last -= 1
+            starts.append(first)
+            ends.append(last + L + 1)
+            run_start = -1
+    return np.array(starts, np.int64), np.array(ends, np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def consensus(ids: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """Return, per position of a pattern with instances at `starts`, the id most instances hold there.
+
+    A Boyer-Moore majority vote per position (one pass, no counting tables); ties go to the first
+    instance's id, which keeps the result deterministic.
+    """
+    out = np.empty(length, ids.dtype)
+    for j in range(length):
+        cand = ids[starts[0] + j]
+        votes = 0
+        for s in starts:
+            v = ids[s + j]
+            if votes == 0:
+                cand = v
+                votes = 1
+            elif v == cand:
+                votes += 1
+            else:
+                votes -= 1
+        # a candidate that holds no majority falls back to the first instance's id
+        count = 0
+        for s in starts:
+            count += ids[s + j] == cand
+        out[j] = cand if 2 * count > starts.shape[0] else ids[starts[0] + j]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def position_stats(
+    ids: np.ndarray, dur: np.ndarray, starts: np.ndarray, template: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per position of `template`: (count, sum, min, max, sum of squared deviations) of the durations
+    of the instances (at `starts`) whose event there has the template's id. Two passes (mean, then
+    deviations) in a fixed order, so the results are exact to the last bit on every run."""
+    L = template.shape[0]
+    count = np.zeros(L, np.int64)
+    total = np.zeros(L, np.float64)
+    lo = np.full(L, np.inf)
+    hi = np.full(L, -np.inf)
+    for s in starts:
+        for j in range(L):
+            if ids[s + j] == template[j]:
+                d = float(dur[s + j])
+                count[j] += 1
+                total[j] += d
+                lo[j] = min(lo[j], d)
+                hi[j] = max(hi[j], d)
+    m2 = np.zeros(L, np.float64)
+    for s in starts:
+        for j in range(L):
+            if ids[s + j] == template[j]:
+                dev = float(dur[s + j]) - total[j] / count[j]
+                m2[j] += dev * dev
+    return count, total, lo, hi, m2
+
+
+@numba.njit(cache=True, nogil=True)
+def instance_times(
+    ts: np.ndarray, end: np.ndarray, dur: np.ndarray, starts: np.ndarray, length: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per instance: (first start, last end, busy time = summed durations) in ns."""
+    k = starts.shape[0]
+    first = np.empty(k, np.int64)
+    last = np.empty(k, np.int64)
+    busy = np.zeros(k, np.int64)
+    for m in range(k):
+        s = starts[m]
+        first[m] = ts[s]
+        e = end[s]
+        for j in range(s, s + length):
+            e = max(e, end[j])
+            busy[m] += dur[j]
+        last[m] = e
+    return first, last, busy

@@ -1,0 +1,187 @@
+"""Event sequences to search for cycles: one per device and stream group (or per CPU thread), in time
+order, with names as integer ids.
+
+Ids are the rank of the name in the sorted vocabulary, so they do not depend on the order in which a
+file happened to list its events: the same trace written in another order gives the same ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpuan.trace.table import Trace
+
+#: values of the ``ops`` choice for CPU operators
+OP_LEVELS = ("top", "leaf", "all")
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """The events of one stream group (or CPU thread) in time order.
+
+    ``ids[i]`` indexes ``vocab`` (sorted names); ``ts``/``dur`` are ns from the trace's start.
+    ``group`` is ``compute``, ``comm`` or ``all`` for GPU work and ``thread`` for CPU operators.
+    """
+
+    kind: str
+    rank: int | None
+    device: int | None
+    group: str
+    streams: tuple[int, ...]
+    vocab: np.ndarray
+    ids: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+
+    @property
+    def label(self) -> str:
+        """A short human-readable name, e.g. ``rank 0 device 0 compute (streams 7)``."""
+        parts = [] if self.rank is None else [f"rank {self.rank}"]
+        if self.group == "thread":
+            parts.append(f"thread {self.streams[0]}")
+        else:
+            if self.device is not None:
+                parts.append(f"device {self.device}")
+            parts.append(f"{self.group} (stream{'s' if len(self.streams) > 1 else ''} "
+                         f"{', '.join(map(str, self.streams))})")  # fmt: skip
+        return " ".join(parts)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def _filled(col: pa.ChunkedArray, fill: int) -> np.ndarray:
+    return col.fill_null(fill).to_numpy().astype(np.int64, copy=False)
+
+
+def _name_ids(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids as rank in the sorted vocabulary, sorted vocabulary) of a dictionary-encoded name column."""
+    arr = pa.chunked_array(col.chunks, col.type).unify_dictionaries().combine_chunks()
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    words = np.array(arr.dictionary.to_pylist(), dtype=object)
+    order = np.argsort(words, kind="stable")
+    rank = np.empty(len(words), np.int32)
+    rank[order] = np.arange(len(words), dtype=np.int32)
+    idx = arr.indices.fill_null(0).to_numpy()
+    used = np.zeros(len(words), bool)
+    used[idx] = True
+    # the vocabulary keeps only names that occur, so ids stay dense whatever the dictionary held
+    dense = np.cumsum(used[order]) - 1
+    return dense[rank][idx].astype(np.int32), words[order][used[order]]
+
+
+def _group_codes(*keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Code rows by the tuple of small-integer keys; returns (codes, the key tuple of each code)."""
+    n = keys[0].shape[0]
+    lows = [k.min() if n else 0 for k in keys]
+    spans = [int(k.max() - lo + 1) if n else 1 for k, lo in zip(keys, lows)]
+    if np.prod(spans, dtype=float) <= 1 << 24:
+        dense = np.zeros(n, np.int64)
+        for k, lo, span in zip(keys, lows, spans):
+            dense = dense * span + (k - lo)
+        present = np.flatnonzero(np.bincount(dense, minlength=1))
+        lookup = np.full(int(np.prod(spans)), -1, np.int64)
+        lookup[present] = np.arange(present.shape[0])
+        codes = lookup[dense]
+        tuples = []
+        for p in present:
+            t = []
+            for lo, span in zip(reversed(lows), reversed(spans)):
+                t.append(int(p % span + lo))
+                p //= span
+            tuples.append(tuple(reversed(t)))
+        return codes, tuples
+    stacked = np.stack(keys, axis=1)
+    uniq, codes = np.unique(stacked, axis=0, return_inverse=True)
+    return codes.reshape(-1), [tuple(int(x) for x in row) for row in uniq]
+
+
+def _time_order(ts: np.ndarray, dur: np.ndarray, ids: np.ndarray, stream: np.ndarray) -> np.ndarray | None:
+    """The order that sorts a group by time, or None when it is sorted and has no ties.
+
+    Ties (a parent operator and its first child, two streams starting together) are broken by longer
+    duration first, then stream, then name, never by file order.
+    """
+    d = np.diff(ts)
+    if d.size == 0 or d.min() > 0:
+        return None
+    return np.lexsort((ids, stream, -dur, ts))
+
+
+def _op_level(ts: np.ndarray, end: np.ndarray, level: str) -> np.ndarray:
+    """Mask of the operators to keep on one thread (time-ordered, parents before children)."""
+    if level == "all" or ts.size == 0:
+        return np.ones(ts.shape[0], bool)
+    if level == "top":
+        before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], end[:-1]]))
+        return ts >= before
+    # a leaf contains no later-starting operator: the next one starts after it ends
+    nxt = np.concatenate([ts[1:], [np.iinfo(np.int64).max]])
+    return nxt >= end
+
+
+def is_comm_name(vocab: np.ndarray) -> np.ndarray:
+    """Mask of the names (of a vocabulary) that are collective-communication kernels (NCCL / RCCL)."""
+    low = np.char.lower(vocab.astype(str))
+    return (np.char.find(low, "nccl") >= 0) | (np.char.find(low, "rccl") >= 0)
+
+
+def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False, ops: str = "top") -> list[Sequence]:
+    """Return the time-ordered sequences of `kind` events in which to look for cycles.
+
+    GPU kinds: one sequence per rank and device, split into the streams that mostly run compute and the
+    streams that mostly run collectives (``merge_streams`` keeps one per device). CPU kinds: one per
+    rank, process and thread, keeping the top-level operators, the leaves, or all (`ops`).
+    """
+    if ops not in OP_LEVELS:
+        raise ValueError(f"ops must be one of {OP_LEVELS}, not {ops!r}")
+    table = trace.of_kind(kind)
+    if table.num_rows == 0:
+        return []
+    ids, vocab = _name_ids(table["name"])
+    ts = _filled(table["ts"], 0)
+    dur = np.maximum(_filled(table["dur"], 0), 0)
+    rank = _filled(table["rank"], -1)
+    gpu = kind in ("kernel", "memcpy", "memset", "gpu_annotation")
+    if gpu:
+        device, stream = _filled(table["device"], -1), _filled(table["stream"], -1)
+        comm_row = is_comm_name(vocab)[ids] | table["collective"].is_valid().to_numpy(zero_copy_only=False)
+        codes, keys = _group_codes(rank, device, stream)
+        share = np.bincount(codes, weights=comm_row, minlength=len(keys)) / np.bincount(codes, minlength=len(keys))
+        group_of = {}
+        for code, (r, d, _s) in enumerate(keys):
+            g = "all" if merge_streams else ("comm" if share[code] > 0.5 else "compute")
+            group_of[code] = (r, d, g)
+    else:
+        device = np.full(ids.shape[0], -1, np.int64)
+        stream = _filled(table["tid"], -1)
+        codes, keys = _group_codes(rank, _filled(table["pid"], -1), stream)
+        group_of = {code: (r, p, t) for code, (r, p, t) in enumerate(keys)}
+    final = sorted(set(group_of.values()))
+    final_code = np.array([final.index(group_of[c]) for c in range(len(keys))], np.int64)
+    row_group = final_code[codes]
+    order = np.argsort(row_group.astype(np.int32), kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(row_group, minlength=len(final)))])
+    out = []
+    for g, key in enumerate(final):
+        rows = order[bounds[g] : bounds[g + 1]]
+        sub = _time_order(ts[rows], dur[rows], ids[rows], stream[rows])
+        if sub is not None:
+            rows = rows[sub]
+        g_ts, g_dur = ts[rows], dur[rows]
+        if not gpu:
+            keep = _op_level(g_ts, g_ts + g_dur, ops)
+            rows, g_ts, g_dur = rows[keep], g_ts[keep], g_dur[keep]
+        streams = tuple(sorted({int(s) for s in np.unique(stream[rows])}))
+        r = None if key[0] < 0 else int(key[0])
+        if gpu:
+            dev = None if key[1] < 0 else int(key[1])
+            out.append(Sequence(kind, r, dev, key[2], streams, vocab, ids[rows], g_ts, g_dur))
+        else:
+            out.append(Sequence(kind, r, None, "thread", streams, vocab, ids[rows], g_ts, g_dur))
+    return out

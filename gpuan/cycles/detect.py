@@ -4,7 +4,8 @@ The rules, in order:
 
 1. *Periodic regions.* For candidate periods ``L`` (:func:`periods.candidate_periods`), scored on the
    engine (:func:`match_counts`), a region is a maximal stretch where each instance matches the previous
-   one on at least 95 % of its positions.
+   one on at least 95 % of its positions. Regions of one pattern that stray events split (an extra
+   kernel in one iteration) are chained: less than two instances apart, they make one candidate.
 2. *Cover.* Regions are taken greedily, most events covered first (shorter period on ties, so a period
    beats its multiples), each clipped to what earlier picks left free. An outer cycle needs at least 3
    instances and 20 events beyond its first instance (long cycles need few repetitions, short ones
@@ -13,7 +14,7 @@ The rules, in order:
    offsets; the one chosen puts the instance boundaries where the events before them left the most idle
    time (summed over instances after the first: iterations begin after the host has waited), the
    earliest offset on ties. Instances are exactly where the pattern starts, never a drifting stride.
-4. *Phases.* Adjacent picks of one pattern (split by a stray event) are one segment. A periodic segment
+4. *Phases.* Adjacent picks of one pattern are one segment. A periodic segment
    must cover 5 % of the sequence; shorter ones, and the gaps between periodic segments, are aperiodic
    segments (one pass: a prefill, a warm-up). Each segment gets sub-cycles: the repeating blocks of its
    cycle's consensus instance (a layer inside a step), or of its events if it is aperiodic.
@@ -136,10 +137,12 @@ def _match_counts(ids: np.ndarray, cands: np.ndarray, engine: Engine) -> np.ndar
     return periods.match_counts(ids, cands)
 
 
-def cover(ids: np.ndarray, score: np.ndarray, vocab: int, accept, engine: Engine = CPU) -> list[tuple[int, int, int]]:
-    """Greedy cover of `ids` by periodic regions; returns ``(start, period, reps)`` sorted by start.
+def cover(ids: np.ndarray, score: np.ndarray, vocab: int, accept, engine: Engine = CPU) -> list[tuple[int, np.ndarray]]:
+    """Greedy cover of `ids` by periodic regions; returns per pick its period and its instances' starts.
 
-    Each pick holds whole instances only: ``[start, start + period * reps)``.
+    Regions of one period and one pattern that a few stray events split apart (an extra kernel in one
+    iteration) are one pick: its instances are found again after the break, where the pattern resumes.
+    Picks are sorted by their first instance and never overlap.
     """
     n = ids.shape[0]
     cands = periods.candidate_periods(ids, vocab, n // 2)
@@ -152,27 +155,72 @@ def cover(ids: np.ndarray, score: np.ndarray, vocab: int, accept, engine: Engine
     if n > periods.EXHAUSTIVE and cands.size > MAX_TRACED:
         keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_TRACED])
         cands = cands[keep]
-    regions = []
+    chains = []
     for p in cands:
         L = int(p)
         starts, ends = periods.periodic_regions(ids, L, _allowed(L))
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            if accept(L, (e - s) // L):
-                regions.append(((e - s) // L * L, L, s, e))
-    regions.sort(key=lambda r: (-r[0], r[1], r[2]))
+        for pieces in _chains(ids, L, starts.tolist(), ends.tolist()):
+            whole = sum((e - s) // L for s, e in pieces)
+            if accept(L, whole):
+                chains.append((whole * L, L, pieces[0][0], pieces))
+    chains.sort(key=lambda c: (-c[0], c[1], c[2]))
     taken: list[tuple[int, int]] = []
     picks = []
-    for _, L, s, e in regions:
-        a, b = _largest_free(s, e, taken)
-        k = (b - a) // L
-        if k < 1 or not accept(L, k):
+    for _, L, _, pieces in chains:
+        starts = _place(ids, score, L, [_largest_free(s, e, taken) for s, e in pieces])
+        if starts.size == 0 or not accept(L, starts.size):
             continue
-        j = best_rotation(score, a, L, k, (b - a) - k * L)
-        taken.append((a + j, a + j + k * L))
+        for a, b in _spans(starts, L):
+            taken.append((a, b))
         taken.sort()
-        picks.append((a + j, L, k))
-    picks.sort()
+        picks.append((L, starts))
+    picks.sort(key=lambda pick: int(pick[1][0]))
     return picks
+
+
+def _chains(ids: np.ndarray, L: int, starts: list[int], ends: list[int]) -> list[list[tuple[int, int]]]:
+    """Group consecutive regions of period `L` that hold one pattern and are less than two instances
+    apart (what lies between them is an instance disturbed by stray or missing events)."""
+    chains: list[list[tuple[int, int]]] = []
+    for s, e in zip(starts, ends):
+        if chains:
+            ps, pe = chains[-1][-1]
+            if s - pe < 2 * L and _rotation_of(ids[ps : ps + L], ids[s : s + L]) is not None:
+                chains[-1].append((s, e))
+                continue
+        chains.append([(s, e)])
+    return chains
+
+
+def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, int]]) -> np.ndarray:
+    """Instance starts in the (free parts of the) pieces of a chain, all in one rotation.
+
+    The first piece with a whole instance fixes the rotation by the idle-time rule; later pieces start
+    where that rotation of the pattern starts in them.
+    """
+    out = []
+    template = None
+    for a, b in pieces:
+        if b - a < L:
+            continue
+        if template is None:
+            k = (b - a) // L
+            a += best_rotation(score, a, L, k, (b - a) - k * L)
+            template = ids[a : a + L]
+        else:
+            d = _rotation_of(template, ids[a : a + L])
+            if d is None:
+                continue
+            a += d
+        k = (b - a) // L
+        out.append(a + L * np.arange(k, dtype=np.int64))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _spans(starts: np.ndarray, L: int) -> list[tuple[int, int]]:
+    """The maximal runs of back-to-back instances, as ``[start, end)`` position intervals."""
+    breaks = np.flatnonzero(np.diff(starts) != L) + 1
+    return [(int(run[0]), int(run[-1]) + L) for run in np.split(starts, breaks)]
 
 
 def _largest_free(s: int, e: int, taken: list[tuple[int, int]]) -> tuple[int, int]:
@@ -206,24 +254,24 @@ def _rotation_of(template: np.ndarray, other: np.ndarray) -> int | None:
     return None
 
 
-def _merge_runs(ids: np.ndarray, picks: list[tuple[int, int, int]]) -> list[tuple[int, int, Cycle]]:
-    """Join consecutive picks of one pattern (a stray event splits a run); returns (start, end, cycle)."""
+def _merge_runs(ids: np.ndarray, picks: list[tuple[int, np.ndarray]]) -> list[tuple[int, int, Cycle]]:
+    """Join consecutive picks of one pattern less than two instances apart; returns (start, end, cycle)."""
     out: list[tuple[int, int, Cycle]] = []
-    for s, L, k in picks:
-        starts = s + L * np.arange(k, dtype=np.int64)
+    for L, starts in picks:
         cyc = _cycle(ids, starts, L)
+        s, e = int(starts[0]), int(starts[-1]) + L
         if out:
             ps, pe, prev = out[-1]
             if prev.length == L and s - pe < 2 * L:
                 d = _rotation_of(prev.template, cyc.template)
                 if d is not None:
                     moved = starts + d
-                    moved = moved[moved + L <= s + k * L]
+                    moved = moved[moved + L <= e]
                     if moved.size:
                         joined = np.concatenate([prev.starts, moved])
                         out[-1] = (ps, int(moved[-1]) + L, _cycle(ids, joined, L))
                         continue
-        out.append((s, s + k * L, cyc))
+        out.append((s, e, cyc))
     return out
 
 
@@ -233,14 +281,13 @@ def _sub_cycles(seq: Sequence, idle: np.ndarray, seg_start: int, seg_end: int, c
     if cycle is None:
         picks = cover(seq.ids[seg_start:seg_end], idle[seg_start:seg_end], vocab, _accept_sub)
         return tuple(
-            _cycle(seq.ids, seg_start + s + L * np.arange(k, dtype=np.int64), L, offset=seg_start + s, per_parent=k)
-            for s, L, k in picks
+            _cycle(seq.ids, seg_start + st, L, offset=seg_start + int(st[0]), per_parent=st.size) for L, st in picks
         )
     score = summed_at(idle.astype(np.float64), cycle.starts, cycle.length)
     subs = []
-    for s, L, k in cover(cycle.template, score, vocab, _accept_sub):
-        starts = (cycle.starts[:, None] + (s + L * np.arange(k, dtype=np.int64))[None, :]).reshape(-1)
-        subs.append(_cycle(seq.ids, starts, L, offset=s, per_parent=k))
+    for L, inner in cover(cycle.template, score, vocab, _accept_sub):
+        starts = (cycle.starts[:, None] + inner[None, :]).reshape(-1)
+        subs.append(_cycle(seq.ids, starts, L, offset=int(inner[0]), per_parent=inner.size))
     return tuple(subs)
 
 

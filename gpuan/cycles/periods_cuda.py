@@ -49,7 +49,8 @@ def match_counts(ids, periods: np.ndarray, blocks: int = BLOCKS_PER_PERIOD) -> n
     """
     if len(periods) == 0:
         return np.zeros(0, np.int64)
-    d_ids = cuda.as_cuda_array(ids) if cuda.is_cuda_array(ids) else cuda.to_device(np.ascontiguousarray(ids))
+    on_device = hasattr(ids, "__cuda_array_interface__")
+    d_ids = cuda.as_cuda_array(ids) if on_device else cuda.to_device(np.ascontiguousarray(ids))
     d_periods = cuda.to_device(np.ascontiguousarray(periods, dtype=np.int64))
     d_out = cuda.to_device(np.zeros(len(periods), np.int64))
     _match_counts_kernel[(blocks, len(periods)), THREADS](d_ids, d_periods, d_out)

@@ -212,8 +212,8 @@ def test_rotations_of_one_pattern_are_one_pattern():
     [
         ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)",
          "void at::native::vectorized_elementwise_kernel"),
-        ("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_GRID_MN_4_3", "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0"),
-        ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn"),
+        ("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_SN_1LDSB0_GRID_MN_4_3", "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_SN_1LDSB0"),
+        ("ampere_bf16_s16816gemm_128x64_ldg8_stages_64x4_tn", "ampere_bf16_s16816gemm_128x64_ldg8_stages_64x4_tn"),
         ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul"),
         ("fmha_fwd_kernel_1tg_ps_128x64", "fmha_fwd_kernel"),
         ("gemm_kernel_64x128", "gemm_kernel"),

@@ -12,8 +12,9 @@ import pytest
 
 from gpuan.cycles import periods
 from gpuan.cycles.csvfile import read, render
-from gpuan.cycles.detect import cover, detect_sequence, idle_before
+from gpuan.cycles.detect import cover, detect_sequence
 from gpuan.cycles.patterns import Pattern, SequenceCycles, distinct_patterns
+from gpuan.cycles.periods import idle_before
 from gpuan.cycles.sequence import Sequence, sequences
 from gpuan.cycles.signature import signature
 from gpuan.trace.schema import SCHEMA

@@ -12,8 +12,9 @@ The rules, in order:
    more); a sub-cycle needs 2 instances and 4 events beyond the first.
 3. *Rotation.* A region holding ``k`` whole instances plus ``r`` spare events can start at ``r + 1``
    offsets; the one chosen puts the instance boundaries where the events before them left the most idle
-   time (summed over instances after the first: iterations begin after the host has waited), the
-   earliest offset on ties. Instances are exactly where the pattern starts, never a drifting stride.
+   time (summed over instances after the first: iterations begin after the host has waited) if that is
+   at least twice the idle time at the region's first offset, else the first offset. Instances are
+   exactly where the pattern starts, never a drifting stride.
 4. *Phases.* Adjacent picks of one pattern are one segment. A periodic segment
    must cover 5 % of the sequence; shorter ones, and the gaps between periodic segments, are aperiodic
    segments (one pass: a prefill, a warm-up). Each segment gets sub-cycles: the repeating blocks of its
@@ -85,26 +86,21 @@ class Segment:
 # ---- helpers over arrays ------------------------------------------------------------------------------
 
 
-def idle_before(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per event, the idle ns between the latest end of all earlier events and its start (0 if none)."""
-    end = ts + dur
-    if ts.size == 0:
-        return np.zeros(0, np.int64)
-    prev_end = np.maximum.accumulate(np.concatenate([[ts[0]], end[:-1]]))
-    return np.maximum(ts - prev_end, 0)
-
-
 @numba.njit(cache=True, nogil=True)
 def best_rotation(score: np.ndarray, start: int, period: int, reps: int, spare: int) -> int:
-    """The offset in ``[0, spare]`` whose instance starts after the first have the largest summed score."""
-    best, best_j = -1.0, 0
+    """The offset in ``[0, spare]`` at which to start instances: the one whose instance starts (after
+    the first) have the largest summed `score`, if that is at least twice the score of offset 0 (idle
+    time that is mere noise must not move the boundary); else 0."""
+    best, best_j, at_zero = -1.0, 0, 0.0
     for j in range(spare + 1):
         s = 0.0
         for m in range(1, reps):
             s += score[start + j + m * period]
+        if j == 0:
+            at_zero = s
         if s > best:
             best, best_j = s, j
-    return best_j
+    return best_j if best >= 2 * at_zero else 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -167,11 +163,13 @@ def cover(ids: np.ndarray, score: np.ndarray, vocab: int, accept, engine: Engine
     taken: list[tuple[int, int]] = []
     picks = []
     for _, L, _, pieces in chains:
-        starts = _place(ids, score, L, [_largest_free(s, e, taken) for s, e in pieces])
+        # a chain is one phase: it takes its whole hull, so nothing else lands between its pieces
+        lo, hi = _largest_free(pieces[0][0], pieces[-1][1], taken)
+        clipped = [(max(s, lo), min(e, hi)) for s, e in pieces if min(e, hi) - max(s, lo) >= L]
+        starts = _place(ids, score, L, clipped)
         if starts.size == 0 or not accept(L, starts.size):
             continue
-        for a, b in _spans(starts, L):
-            taken.append((a, b))
+        taken.append((int(starts[0]), int(starts[-1]) + L))
         taken.sort()
         picks.append((L, starts))
     picks.sort(key=lambda pick: int(pick[1][0]))
@@ -217,12 +215,6 @@ def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, i
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def _spans(starts: np.ndarray, L: int) -> list[tuple[int, int]]:
-    """The maximal runs of back-to-back instances, as ``[start, end)`` position intervals."""
-    breaks = np.flatnonzero(np.diff(starts) != L) + 1
-    return [(int(run[0]), int(run[-1]) + L) for run in np.split(starts, breaks)]
-
-
 def _largest_free(s: int, e: int, taken: list[tuple[int, int]]) -> tuple[int, int]:
     """The longest part of ``[s, e)`` that overlaps none of the (sorted, disjoint) `taken` intervals."""
     best = (s, s)
@@ -247,11 +239,8 @@ def _cycle(ids: np.ndarray, starts: np.ndarray, length: int, offset: int = 0, pe
 def _rotation_of(template: np.ndarray, other: np.ndarray) -> int | None:
     """The shift ``d`` with ``other[d:] + other[:d]`` equal to `template` on >= 95 % of positions."""
     L = template.shape[0]
-    need = L - _allowed(L)
-    for d in np.flatnonzero(other == template[0]).tolist():
-        if int(np.count_nonzero(np.roll(other, -d) == template)) >= need:
-            return d
-    return None
+    d = periods.rotation_of(template, other, L - _allowed(L))
+    return None if d < 0 else d
 
 
 def _merge_runs(ids: np.ndarray, picks: list[tuple[int, np.ndarray]]) -> list[tuple[int, int, Cycle]]:
@@ -296,7 +285,7 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
     n = len(seq)
     if n == 0:
         return []
-    idle = idle_before(seq.ts, seq.dur)
+    idle = periods.idle_before(seq.ts, seq.dur)
     picks = cover(seq.ids, idle.astype(np.float64), len(seq.vocab), _accept_outer, engine)
     runs = [r for r in _merge_runs(seq.ids, picks) if r[1] - r[0] >= min_share * n]
     bounds: list[tuple[int, int, Cycle | None]] = []

@@ -187,3 +187,38 @@ def instance_times(
             busy[m] += dur[j]
         last[m] = e
     return first, last, busy
+
+
+@numba.njit(cache=True, nogil=True)
+def rotation_of(template: np.ndarray, other: np.ndarray, need: int) -> int:
+    """The smallest ``d`` with ``other[(d + j) % L] == template[j]`` for at least `need` positions ``j``
+    (`other` is that rotation of `template`, up to a few differences), or -1 if there is none."""
+    L = template.shape[0]
+    if other.shape[0] != L:
+        return -1
+    for d in range(L):
+        if other[d] != template[0]:
+            continue
+        misses = 0
+        for j in range(L):
+            if other[(d + j) % L] != template[j]:
+                misses += 1
+                if misses > L - need:
+                    break
+        if misses <= L - need:
+            return d
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def idle_before(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per event, the idle ns between the latest end of all earlier events and its start (0 if none)."""
+    n = ts.shape[0]
+    out = np.zeros(n, np.int64)
+    if n == 0:
+        return out
+    latest = ts[0]
+    for i in range(n):
+        out[i] = max(ts[i] - latest, 0)
+        latest = max(latest, ts[i] + dur[i])
+    return out

@@ -31,40 +31,56 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    return show(args.trace, args.output, mode=args.mode, kind=args.kind, ops=args.ops,
+                merge_streams=args.merge_streams, fmt=args.format)  # fmt: skip
+
+
+def show(
+    path: str,
+    output: str | None,
+    *,
+    mode: str = "all",
+    kind: str = "kernel",
+    ops: str = "top",
+    merge_streams: bool = False,
+    fmt: str = "text",
+) -> int:
+    """Detect the cycles of the trace at `path`, write the CSVs under `output`, print the summary;
+    returns the exit code."""
     from gpuan.cli.loading import load_trace
     from gpuan.cycles import detect, distinct_patterns
     from gpuan.cycles.csvfile import render, write_atomic
     from gpuan.cycles.patterns import llm_phases
     from gpuan.errors import TraceError
 
-    trace = load_trace(args.trace)
-    found = detect(trace, args.kind, merge_streams=args.merge_streams, ops=args.ops)
+    trace = load_trace(path)
+    found = detect(trace, kind, merge_streams=merge_streams, ops=ops)
     if not found:
-        raise TraceError(args.trace, f"no {args.kind} events to look for cycles in")
+        raise TraceError(path, f"no {kind} events to look for cycles in")
     patterns = distinct_patterns(found)
-    if args.mode == "llm":
+    if mode == "llm":
         chosen = llm_phases(found)
-        files = {f"{args.output}_{phase}.csv": p for phase, p in chosen.items()} if args.output else {}
+        files = {f"{output}_{phase}.csv": p for phase, p in chosen.items()} if output else {}
         labels = {id(p): phase for phase, p in chosen.items()}
     else:
-        files = {f"{args.output}_cycle_{k}.csv": p for k, p in enumerate(patterns, 1)} if args.output else {}
+        files = {f"{output}_cycle_{k}.csv": p for k, p in enumerate(patterns, 1)} if output else {}
         labels = {id(p): f"cycle {k}" for k, p in enumerate(patterns, 1)}
     # render everything first: a failure then leaves no partial set of files
     texts = {path: render(p) for path, p in files.items()}
     for path, text in texts.items():
         write_atomic(path, text)
-    if args.format == "json":
-        print(json.dumps(_json(args, found, patterns, files), indent=1))
+    if fmt == "json":
+        print(json.dumps(_json(path, kind, found, patterns, files), indent=1))
     else:
         _print_text(found, labels, files)
     return 0
 
 
-def _json(args, found, patterns, files) -> dict:
+def _json(path, kind, found, patterns, files) -> dict:
     from gpuan.cycles import Pattern
 
     written = {id(p): path for path, p in files.items()}
-    out = {"trace": args.trace, "kind": args.kind, "sequences": []}
+    out = {"trace": path, "kind": kind, "sequences": []}
     for sc in found:
         seq = sc.sequence
         segs = []

@@ -7,13 +7,13 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="generate a small sample trace and summarise it (CPU if there is no GPU)")
+    p = sub.add_parser("demo", help="generate a small sample trace, summarise it and find its cycles (CPU if no GPU)")
     p.add_argument("--dir", default=None, help="where to write the sample trace (default: a temp directory)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from gpuan.cli import info
+    from gpuan.cli import cycles, info
     from gpuan.engine import current
     from gpuan.synth import sample_trace_path
 
@@ -21,4 +21,8 @@ def run(args) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     path = sample_trace_path(directory)
     print(f"sample trace: {path}  (engine: {current().name})")
-    return info.show(str(path))
+    code = info.show(str(path))
+    if code:
+        return code
+    print()
+    return cycles.show(str(path), str(directory / "gpuan_sample"))

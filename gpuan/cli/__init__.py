@@ -13,7 +13,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpuan.cli import convert, cycles, demo, info
+    from gpuan.cli import compare, convert, cycles, demo, info
 
     p = argparse.ArgumentParser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
         help="where analyses run (default: $GPUAN_DEVICE, else a GPU if there is one)",
     )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (info, convert, cycles, demo):
+    for module in (info, convert, cycles, compare, demo):
         module.add_parser(sub)
     return p
 

@@ -161,3 +161,36 @@ def test_every_pattern_is_written_in_time_order(data_dir, tmp_path):
     stats = step[0].stats()
     assert (stats["count"] == 5).all()
     assert stats.pct_of_cycle.sum() == pytest.approx(100, abs=1e-6)
+
+
+def test_json_summary_has_instances_and_sub_cycles(data_dir):
+    src = data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz"
+    r = gpuan_cli("cycles", src, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    (compute,) = [s for s in doc["sequences"] if s["group"] == "compute"]
+    (seg,) = compute["segments"]
+    cyc = seg["cycle"]
+    assert cyc["length"] == 893 and cyc["repetitions"] == 3
+    inst = cyc["instances"]
+    assert len(inst["busy_ns"]) == len(inst["wall_ns"]) == len(inst["start_ns"]) == 3
+    assert all(0 < b <= w for b, w in zip(inst["busy_ns"], inst["wall_ns"]))
+    assert cyc["avg_busy_us"] == pytest.approx(sum(inst["busy_ns"]) / 3e3, abs=1e-3)
+    assert seg["sub_cycles"] and all(s["repetitions"] == 3 * s["per_parent"] for s in seg["sub_cycles"])
+    assert len(cyc["positions"]) == 893 and doc["files"] == []
+
+
+def test_bad_input_is_one_line_and_writes_nothing(data_dir, tmp_path):
+    nvprof = data_dir / "nvprof" / "mem_mem_1stream_23000.csv"
+    r = gpuan_cli("cycles", nvprof, "--kind", "cpu_op", "-o", tmp_path / "x")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert str(nvprof) in r.stderr and "no cpu_op events" in r.stderr
+    src = data_dir / "kineto" / "a100_alexnet.json.gz"
+    missing_dir = tmp_path / "nowhere" / "base"
+    r = gpuan_cli("cycles", src, "-o", missing_dir)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "cannot write" in r.stderr
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes((data_dir / "kineto" / "v100_rank0_ns_resolution.json.gz").read_bytes()[:50_000])
+    r = gpuan_cli("cycles", cut, "-o", tmp_path / "cut")
+    assert r.returncode == 2 and "truncated" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json.gz"]

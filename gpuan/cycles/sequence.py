@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,41 +76,52 @@ def _name_ids(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return dense[rank][idx].astype(np.int32), words[order][used[order]]
 
 
-def _group_codes(*keys: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-    """Code rows by the tuple of small-integer keys; returns (codes, the key tuple of each code)."""
-    n = keys[0].shape[0]
-    lows = [k.min() if n else 0 for k in keys]
-    spans = [int(k.max() - lo + 1) if n else 1 for k, lo in zip(keys, lows)]
-    if np.prod(spans, dtype=float) <= 1 << 24:
-        dense = np.zeros(n, np.int64)
-        for k, lo, span in zip(keys, lows, spans):
-            dense = dense * span + (k - lo)
-        present = np.flatnonzero(np.bincount(dense, minlength=1))
-        lookup = np.full(int(np.prod(spans)), -1, np.int64)
-        lookup[present] = np.arange(present.shape[0])
-        codes = lookup[dense]
+@numba.njit(cache=True, nogil=True)
+def _dense_codes(a: np.ndarray, b: np.ndarray, c: np.ndarray, lows: np.ndarray, spans: np.ndarray):
+    n = a.shape[0]
+    dense = np.empty(n, np.int64)
+    present = np.zeros(spans[0] * spans[1] * spans[2], np.int64)
+    for i in range(n):
+        d = ((a[i] - lows[0]) * spans[1] + (b[i] - lows[1])) * spans[2] + (c[i] - lows[2])
+        dense[i] = d
+        present[d] = 1
+    # codes in the order of the key tuples, so they do not depend on row order
+    k = 0
+    for d in range(present.shape[0]):
+        if present[d]:
+            present[d] = k
+            k += 1
+        else:
+            present[d] = -1
+    for i in range(n):
+        dense[i] = present[dense[i]]
+    return dense, present
+
+
+def _group_codes(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """Code rows by the triple of small-integer keys; returns (codes, the key triple of each code)."""
+    keys = (a, b, c)
+    lows = np.array([k.min() for k in keys], np.int64)
+    spans = np.array([k.max() - lo + 1 for k, lo in zip(keys, lows)], np.int64)
+    if float(np.prod(spans, dtype=float)) <= 1 << 24:
+        codes, lookup = _dense_codes(a, b, c, lows, spans)
         tuples = []
-        for p in present:
-            t = []
-            for lo, span in zip(reversed(lows), reversed(spans)):
-                t.append(int(p % span + lo))
-                p //= span
-            tuples.append(tuple(reversed(t)))
+        for d in np.flatnonzero(lookup >= 0).tolist():
+            z = d % spans[2]
+            y = (d // spans[2]) % spans[1]
+            x = d // (spans[2] * spans[1])
+            tuples.append((int(x + lows[0]), int(y + lows[1]), int(z + lows[2])))
         return codes, tuples
-    stacked = np.stack(keys, axis=1)
-    uniq, codes = np.unique(stacked, axis=0, return_inverse=True)
+    uniq, codes = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
     return codes.reshape(-1), [tuple(int(x) for x in row) for row in uniq]
 
 
-def _time_order(ts: np.ndarray, dur: np.ndarray, ids: np.ndarray, stream: np.ndarray) -> np.ndarray | None:
-    """The order that sorts a group by time, or None when it is sorted and has no ties.
+def _time_order(ts: np.ndarray, dur: np.ndarray, ids: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """The order that sorts a group by time.
 
     Ties (a parent operator and its first child, two streams starting together) are broken by longer
     duration first, then stream, then name, never by file order.
     """
-    d = np.diff(ts)
-    if d.size == 0 or d.min() > 0:
-        return None
     return np.lexsort((ids, stream, -dur, ts))
 
 
@@ -131,6 +143,33 @@ def is_comm_name(vocab: np.ndarray) -> np.ndarray:
     return (np.char.find(low, "nccl") >= 0) | (np.char.find(low, "rccl") >= 0)
 
 
+#: the columns that sequences are made of
+_COLUMNS = ("ts", "dur", "name", "rank", "device", "stream", "pid", "tid", "collective")
+
+
+def _rows_of_kind(trace: Trace, kind: str) -> pa.Table:
+    """The rows of `kind`, only the columns sequences need, as zero-copy slices of the event table (the
+    rows of a kind are contiguous, per rank)."""
+    events = trace.events.select(["kind", *_COLUMNS])
+    masks = []
+    for chunk in events["kind"].chunks:
+        words = chunk.dictionary.to_pylist()
+        code = words.index(kind) if kind in words else -1
+        masks.append(chunk.indices.to_numpy(zero_copy_only=False) == code)
+    mask = np.concatenate(masks) if masks else np.zeros(0, bool)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.view(np.int8), [0]])))
+    pieces = [events.slice(a, b - a) for a, b in zip(edges[::2].tolist(), edges[1::2].tolist())]
+    return pa.concat_tables(pieces) if pieces else events.slice(0, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _strictly_increasing(ts: np.ndarray) -> bool:
+    for i in range(1, ts.shape[0]):
+        if ts[i] <= ts[i - 1]:
+            return False
+    return True
+
+
 def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False, ops: str = "top") -> list[Sequence]:
     """Return the time-ordered sequences of `kind` events in which to look for cycles.
 
@@ -140,7 +179,7 @@ def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False
     """
     if ops not in OP_LEVELS:
         raise ValueError(f"ops must be one of {OP_LEVELS}, not {ops!r}")
-    table = trace.of_kind(kind)
+    table = _rows_of_kind(trace, kind)
     if table.num_rows == 0:
         return []
     ids, vocab = _name_ids(table["name"])
@@ -158,30 +197,34 @@ def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False
             g = "all" if merge_streams else ("comm" if share[code] > 0.5 else "compute")
             group_of[code] = (r, d, g)
     else:
-        device = np.full(ids.shape[0], -1, np.int64)
         stream = _filled(table["tid"], -1)
         codes, keys = _group_codes(rank, _filled(table["pid"], -1), stream)
         group_of = {code: (r, p, t) for code, (r, p, t) in enumerate(keys)}
     final = sorted(set(group_of.values()))
-    final_code = np.array([final.index(group_of[c]) for c in range(len(keys))], np.int64)
-    row_group = final_code[codes]
-    order = np.argsort(row_group.astype(np.int32), kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(row_group, minlength=len(final)))])
+    if len(final) == 1:
+        # one group (the common case): no regrouping copy of ten million rows
+        groups = [slice(None)]
+    else:
+        final_code = np.array([final.index(group_of[c]) for c in range(len(keys))], np.int64)
+        row_group = final_code[codes]
+        # small integer codes sort stably by radix sort
+        order = np.argsort(row_group.astype(np.int16 if len(final) < 1 << 15 else np.int32), kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(row_group, minlength=len(final)))])
+        groups = [order[bounds[g] : bounds[g + 1]] for g in range(len(final))]
     out = []
-    for g, key in enumerate(final):
-        rows = order[bounds[g] : bounds[g + 1]]
-        sub = _time_order(ts[rows], dur[rows], ids[rows], stream[rows])
-        if sub is not None:
-            rows = rows[sub]
-        g_ts, g_dur = ts[rows], dur[rows]
+    for key, rows in zip(final, groups):
+        g_ts, g_dur, g_ids = ts[rows], dur[rows], ids[rows]
+        if not _strictly_increasing(g_ts):
+            sub = _time_order(g_ts, g_dur, g_ids, stream[rows])
+            g_ts, g_dur, g_ids = g_ts[sub], g_dur[sub], g_ids[sub]
         if not gpu:
             keep = _op_level(g_ts, g_ts + g_dur, ops)
-            rows, g_ts, g_dur = rows[keep], g_ts[keep], g_dur[keep]
-        streams = tuple(sorted({int(s) for s in np.unique(stream[rows])}))
+            g_ts, g_dur, g_ids = g_ts[keep], g_dur[keep], g_ids[keep]
+        streams = tuple(sorted(k[2] for c, k in enumerate(keys) if group_of[c] == key))
         r = None if key[0] < 0 else int(key[0])
         if gpu:
             dev = None if key[1] < 0 else int(key[1])
-            out.append(Sequence(kind, r, dev, key[2], streams, vocab, ids[rows], g_ts, g_dur))
+            out.append(Sequence(kind, r, dev, key[2], streams, vocab, g_ids, g_ts, g_dur))
         else:
-            out.append(Sequence(kind, r, None, "thread", streams, vocab, ids[rows], g_ts, g_dur))
+            out.append(Sequence(kind, r, None, "thread", streams, vocab, g_ids, g_ts, g_dur))
     return out

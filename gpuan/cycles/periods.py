@@ -192,13 +192,14 @@ def instance_times(
 @numba.njit(cache=True, nogil=True)
 def rotation_of(template: np.ndarray, other: np.ndarray, need: int) -> int:
     """The smallest ``d`` with ``other[(d + j) % L] == template[j]`` for at least `need` positions ``j``
-    (`other` is that rotation of `template`, up to a few differences), or -1 if there is none."""
+    (`other` is that rotation of `template`, up to a few differences), or -1 if there is none.
+
+    Every shift is tried (each gives up after too many misses), so one displaced event, even the
+    template's first, does not hide the match."""
     L = template.shape[0]
     if other.shape[0] != L:
         return -1
     for d in range(L):
-        if other[d] != template[0]:
-            continue
         misses = 0
         for j in range(L):
             if other[(d + j) % L] != template[j]:

@@ -176,8 +176,10 @@ def _main_cycle(seg: Segment) -> tuple[str, Cycle] | None:
 def llm_phases(found: list[SequenceCycles], min_share: float = 0.01) -> dict[str, Pattern]:
     """The prefill and decode patterns of an LLM inference trace.
 
-    In the sequence with the most events, the segments holding at least `min_share` of them are the
-    phases; each is represented by its layer (its largest sub-cycle, else its cycle). Prefill is the
+    In the sequence with the most events, the segments holding at least `min_share` of them, or at
+    least half an instance of its longest cycle (a prefill is about one decode step long, however
+    many steps follow), are the phases; each is represented by its layer (its largest sub-cycle, else
+    its cycle). Prefill is the
     earliest phase, decode the latest whose layer has other kernel signatures than prefill's. With one
     phase only, it is returned as ``decode``.
     """
@@ -185,10 +187,12 @@ def llm_phases(found: list[SequenceCycles], min_share: float = 0.01) -> dict[str
         return {}
     sc = max(found, key=lambda s: len(s.sequence))
     n = len(sc.sequence)
+    longest = max((seg.cycle.length for seg in sc.segments if seg.cycle is not None), default=0)
+    least = min(min_share * n, longest / 2) if longest else min_share * n
     phases = []
     for si, seg in enumerate(sc.segments):
         main = _main_cycle(seg)
-        if main is not None and seg.end - seg.start >= min_share * n:
+        if main is not None and seg.end - seg.start >= least:
             phases.append(Pattern(sc.sequence, si, main[0], main[1]))
     if not phases:
         return {}

@@ -1,0 +1,469 @@
+"""Cycle-detection benchmark: gpuan.cycles.detect on synthetic LLM-inference kernel traces.
+
+    python bench/cycles.py [--sizes 100k,1M,10M] [--gpu] [--noise 1e-4] [--out bench/results]
+
+For each size a trace is built by gpuan.synth_cycles.llm_kernel_trace (a prefill pass, then decode steps
+of 32 layers, a side stream and rare stray kernels; not timed) and ``gpuan.cycles.detect(trace)`` is
+timed, best of 3 (best of 2 from 10M kernels). Each size runs in a fresh Python process, which first
+runs detect on a small trace untimed so that numba's compile / cache load is not counted, and whose
+peak RSS is reset after the trace is built, so the peak belongs to detection (the trace's own memory
+included). ``--gpu`` adds the same runs with ``gpuan.engine.select("gpu")`` (the candidate scoring on
+the GPU).
+
+What detection found in the main sequence (device 0's compute streams 7 and 20, interleaved in time, as
+``gpuan.cycles.sequences`` groups them) is compared with the generator's ground truth: the prefill as one
+aperiodic segment with its layer as sub-cycle, the decode steps as one periodic segment whose cycle is
+the step (stream 7's kernels plus the side stream's two), and the decode layer as its sub-cycle. A
+Markdown table is written to <out>/cycles-<date>-<machine>.md. Targets: 10M kernels in under 3 s on the
+CPU, under 0.3 s on an H100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ingest import git_commit, machine_info, machine_slug  # noqa: E402  (shared helpers of the benchmarks)
+
+RESULT_TAG = "BENCH-RESULT "
+CHILD_TIMEOUT_S = 1800
+DEFAULT_SIZES = "100k,1M,10M"
+TARGET_S = {"cpu": 3.0, "gpu": 0.3}  # at 10M kernels
+TARGET_KERNELS = 10_000_000
+WARMUP_KERNELS = 20_000
+
+
+def parse_size(text: str) -> int:
+    """Return a kernel count written as ``100000``, ``100k`` or ``1M``."""
+    t = text.strip().lower().replace("_", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(t[-1:], 1)
+    return int(float(t[:-1] if scale > 1 else t) * scale)
+
+
+def size_label(n: int) -> str:
+    """Return a short label of a kernel count: 100k, 1M, 10M."""
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n % 1_000 == 0:
+        return f"{n // 1_000}k"
+    return str(n)
+
+
+def default_repeat(n: int) -> int:
+    """Return the number of timed runs at `n` kernels: 3, or 2 from 10M (keeps the run near 10 minutes)."""
+    return 2 if n >= TARGET_KERNELS else 3
+
+
+# ---------------------------------------------------------------------------------------------------
+# Child side: one size on one engine, in a fresh process
+
+
+def _status_kib(key: str) -> int:
+    """Return a VmRSS / VmHWM line of /proc/self/status in bytes (0 where there is none)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _reset_peak() -> bool:
+    """Reset this process's peak RSS (VmHWM) to its current RSS; returns whether the kernel allowed it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _cycle_text(length: int, reps: int) -> str:
+    return f"{length} x {reps}"
+
+
+def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
+    """Return what detection found in the largest sequence, next to the ground truth, and whether they agree.
+
+    Keys: ``sequence`` (its label), ``segments`` (one dict per segment), ``prefill``, ``decode``,
+    ``layer`` (found / expected texts), ``matches`` (bool) and ``problems`` (why not, one line each).
+    Positions are those of the merged (time-ordered, both streams) sequence.
+    """
+    from gpuan.synth_cycles import DECODE_LAYER, PREFILL_LAYER
+
+    sc = max(found, key=lambda s: len(s.sequence))
+    seq = sc.sequence
+    m = truth["merged"]
+    n, layers = len(seq), truth["layers"]
+    step_len, steps = m["step_length"], truth["decode"]["steps"]
+    strays = int(m["noise_positions"].shape[0])
+    dec_start = m["decode_start"]
+    pre_len, dec_layer_len = truth["prefill"]["layer_length"], truth["decode"]["layer_length"]
+    layer_first = {str(DECODE_LAYER[0][0]), str(PREFILL_LAYER[0][0])}
+    segments, problems = [], []
+    for seg in sc.segments:
+        subs = [
+            {"length": c.length, "per_parent": c.per_parent, "reps": c.repetitions, "offset": c.offset}
+            for c in seg.sub_cycles
+        ]
+        row = {"start": seg.start, "end": seg.end, "periodic": seg.periodic, "sub_cycles": subs}
+        if seg.cycle is not None:
+            row.update(length=seg.cycle.length, reps=seg.cycle.repetitions, first=int(seg.cycle.starts[0]))
+        segments.append(row)
+
+    # prefill: one aperiodic segment [0, decode start) whose sub-cycle is the prefill layer
+    first = sc.segments[0]
+    pre_subs = [c for c in first.sub_cycles if c.length == pre_len]
+    prefill = {
+        "expected": f"aperiodic [0, {dec_start}), layer {_cycle_text(pre_len, layers)}",
+        "found": f"{'periodic' if first.periodic else 'aperiodic'} [{first.start}, {first.end})"
+        + (f", layer {_cycle_text(pre_subs[0].length, pre_subs[0].repetitions)}" if pre_subs else ", no layer"),
+    }
+    if first.periodic or first.end != dec_start:
+        problems.append(f"prefill: expected aperiodic [0, {dec_start}), found {prefill['found']}")
+    elif not pre_subs or pre_subs[0].repetitions < layers - 1:
+        problems.append(f"prefill: expected layer {_cycle_text(pre_len, layers)}, found {prefill['found']}")
+
+    # decode: one periodic segment of the step from the first decode kernel to the end
+    periodic = [s for s in sc.segments if s.periodic]
+    step_segs = [s for s in periodic if s.cycle.length == step_len]
+    found_reps = sum(s.cycle.repetitions for s in step_segs)
+    aligned = (
+        float(np.isin(np.concatenate([s.cycle.starts for s in step_segs]), m["step_starts"]).mean())
+        if step_segs
+        else 0.0
+    )
+    decode = {
+        "expected": f"1 periodic segment [{dec_start}, {n}), step {_cycle_text(step_len, steps)}"
+        + (f" ({strays} of them with a stray kernel)" if strays else ""),
+        "found": f"{len(periodic)} periodic segment(s), {len(step_segs)} of length {step_len}: "
+        + (", ".join(f"[{s.start}, {s.end}) {_cycle_text(s.cycle.length, s.cycle.repetitions)}" for s in periodic[:4]))
+        + (" ..." if len(periodic) > 4 else ""),
+        "steps_found": found_reps,
+        "aligned_to_step_starts": aligned,
+    }
+    if len(periodic) != 1 or len(step_segs) != 1:
+        problems.append(
+            f"decode: expected 1 periodic segment of step length {step_len}, found {len(periodic)} periodic "
+            f"segment(s) ({len(step_segs)} of that length, {found_reps} of {steps} steps) among "
+            f"{len(sc.segments)} segments"
+        )
+    else:
+        s = step_segs[0]
+        # a step holding a stray kernel is one kernel longer: it may or may not count as an instance
+        if s.start != dec_start or s.end != n or not steps - strays <= s.cycle.repetitions <= steps:
+            reps = f"{steps}" if not strays else f"{steps - strays} to {steps}"
+            problems.append(
+                f"decode: expected [{dec_start}, {n}) {step_len} x {reps}, "
+                f"found [{s.start}, {s.end}) {_cycle_text(step_len, s.cycle.repetitions)}"
+            )
+    if step_segs and aligned < 1.0:
+        problems.append(f"decode: only {aligned:.1%} of the step instances start at a true step start")
+
+    # decode layer: the sub-cycle of the step of the layer's length
+    layer_subs = [c for s in step_segs for c in s.sub_cycles if c.length == dec_layer_len]
+    # with the side stream, its two kernels land inside layer 0: 31 undisturbed layers per step
+    min_per_step = layers - 1 if len(truth["per_stream"]) > 1 else layers
+    if layer_subs:
+        best = max(layer_subs, key=lambda c: c.per_parent)
+        at_first = str(seq.vocab[best.template[0]]) in layer_first
+        layer = {
+            "found": f"{_cycle_text(best.length, best.per_parent)} per step at offset {best.offset}"
+            + ("" if at_first else " (instances do not start at the layer's first kernel)"),
+            "starts_at_layer_boundary": at_first,
+        }
+        if best.per_parent < min_per_step:
+            problems.append(f"layer: expected >= {min_per_step} layers per step, found {layer['found']}")
+    else:
+        layer = {"found": "none", "starts_at_layer_boundary": False}
+        if step_segs:
+            problems.append(f"layer: no sub-cycle of length {dec_layer_len} in the decode step")
+    layer["expected"] = f"{_cycle_text(dec_layer_len, layers)} per step"
+    return {
+        "sequence": seq.label,
+        "sequence_events": n,
+        "segments": segments,
+        "prefill": prefill,
+        "decode": decode,
+        "layer": layer,
+        "matches": not problems,
+        "problems": problems,
+    }
+
+
+def run_child(n: int, engine_name: str, repeat: int, layers: int, seed: int, noise: float) -> dict[str, Any]:
+    """Build the trace of `n` kernels, time detect `repeat` times on the engine; returns the measurements."""
+    from gpuan import engine as engines
+    from gpuan.cycles import detect, sequences
+    from gpuan.cycles.detect import detect_sequence
+    from gpuan.synth_cycles import llm_kernel_trace
+
+    eng = engines.select(engine_name)  # raises where "gpu" has no GPU: the row then says why
+    t = time.perf_counter()
+    warm, _ = llm_kernel_trace(WARMUP_KERNELS, layers=layers, seed=seed + 1, noise=noise)
+    detect(warm, engine=eng)
+    warm_s = time.perf_counter() - t
+    del warm
+
+    t = time.perf_counter()
+    trace, truth = llm_kernel_trace(n, layers=layers, seed=seed, noise=noise)
+    build_s = time.perf_counter() - t
+    rss_trace = _status_kib("VmRSS")
+    peak_reset = _reset_peak()
+    times = []
+    found = None
+    for _ in range(repeat):
+        found = None
+        t = time.perf_counter()
+        found = detect(trace, engine=eng)
+        times.append(time.perf_counter() - t)
+    peak = _status_kib("VmHWM")
+    # where the time goes, once more after the timed runs: the sequences, then the detection proper
+    t = time.perf_counter()
+    seqs = sequences(trace)
+    t_seq = time.perf_counter() - t
+    t = time.perf_counter()
+    for seq in seqs:
+        detect_sequence(seq, eng)
+    t_detect = time.perf_counter() - t
+    del seqs
+    report = compare_with_truth(found, truth)
+    return {
+        "n": n,
+        "engine": eng.name,
+        "kernels": truth["kernels"],
+        "per_stream": {str(k): v for k, v in truth["per_stream"].items()},
+        "steps": truth["decode"]["steps"],
+        "strays": int(truth["noise"]["positions"].shape[0]),
+        "times": times,
+        "sequences_s": t_seq,
+        "detect_sequence_s": t_detect,
+        "build_s": build_s,
+        "warmup_s": warm_s,
+        "rss_trace": rss_trace,
+        "peak_rss": peak,
+        "peak_reset": peak_reset,
+        **report,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parent side
+
+
+def measure(n: int, engine_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Return one child's result (``error`` set where it failed)."""
+    repeat = args.repeat or default_repeat(n)
+    print(f"  {size_label(n)} on {engine_name} ({repeat} runs) ...", end="", flush=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), "--engine", engine_name]
+    cmd += ["--repeat", str(repeat), "--layers", str(args.layers), "--seed", str(args.seed), "--noise", str(args.noise)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        print(" timed out")
+        return {"n": n, "engine": engine_name, "error": f"timed out after {CHILD_TIMEOUT_S} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_TAG)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        print(f" failed: {tail}")
+        return {"n": n, "engine": engine_name, "error": tail}
+    r = json.loads(lines[-1][len(RESULT_TAG) :])
+    print(" " + " ".join(f"{s:.3f} s" for s in r["times"]) + ("" if r["matches"] else "  (structure differs)"))
+    return r
+
+
+HEADERS = [
+    "size", "engine", "kernels", "detect s", "kernels/s", "peak RSS MB", "prefill found", "decode step found",
+    "decode layer found", "matches truth",
+]  # fmt: skip
+
+
+def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
+    """Return the formatted cells of each result (``n/a`` and the error where a run failed)."""
+    rows = []
+    for r in results:
+        if "error" in r:
+            rows.append([size_label(r["n"]), r["engine"]] + ["n/a"] * (len(HEADERS) - 3) + [f"n/a: {r['error']}"])
+            continue
+        best = min(r["times"])
+        d = r["decode"]
+        rows.append(
+            [
+                size_label(r["n"]),
+                r["engine"],
+                f"{r['kernels']:,}",
+                f"{best:.3f}",
+                f"{r['kernels'] / best:,.0f}",
+                f"{r['peak_rss'] / 1e6:,.0f}",
+                r["prefill"]["found"],
+                f"{d['steps_found']:,} of {r['steps']:,} steps; {d['found']}",
+                r["layer"]["found"],
+                "yes" if r["matches"] else "no",
+            ]
+        )
+    return rows
+
+
+def console_table(rows: list[list[str]], widths_cap: int = 60) -> str:
+    """Return the table as aligned plain text (long cells cut at `widths_cap` characters)."""
+    cells = [HEADERS] + [[c if len(c) <= widths_cap else c[: widths_cap - 1] + "…" for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(HEADERS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def versions() -> dict[str, str]:
+    """Return the versions of Python and of the packages detection uses."""
+    out = {"python": platform.python_version()}
+    for dist in ("gpuan", "numpy", "pyarrow", "numba", "cupy-cuda12x", "numba-cuda"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            if dist in ("gpuan", "numpy", "pyarrow", "numba"):
+                out[dist] = "not installed"
+    return out
+
+
+def target_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Return one line per engine measured at 10M kernels: its best time against the target."""
+    out = []
+    for r in results:
+        if r["n"] != TARGET_KERNELS or "error" in r:
+            continue
+        best, target = min(r["times"]), TARGET_S[r["engine"]]
+        verdict = "met" if best <= target else f"missed ({best / target:.2f}x the target)"
+        out.append(f"{r['engine']}: 10M kernels in {best:.2f} s, target {target} s: {verdict}")
+    return out
+
+
+def structure_notes(results: list[dict[str, Any]]) -> list[str]:
+    """Return the notes per run: memory, build time, the comparison with the truth and its problems."""
+    notes = []
+    for r in results:
+        tag = f"{size_label(r['n'])} on {r['engine']}"
+        if "error" in r:
+            notes.append(f"{tag}: failed: {r['error']}")
+            continue
+        peak_note = "" if r["peak_reset"] else " (peak not reset after the build: it includes the build)"
+        notes.append(
+            f"{tag}: trace built in {r['build_s']:.2f} s (not timed), RSS {r['rss_trace'] / 1e6:,.0f} MB with the "
+            f"trace, peak {r['peak_rss'] / 1e6:,.0f} MB during detection{peak_note}; runs "
+            + ", ".join(f"{s:.3f}" for s in r["times"])
+            + f" s; {r['strays']} stray kernel(s) in {r['steps']:,} decode steps; streams {r['per_stream']}"
+        )
+        notes.append(
+            f"{tag}: split of one more run: gpuan.cycles.sequences {r['sequences_s']:.3f} s (events of the kind, "
+            f"grouping, name ids), detect_sequence {r['detect_sequence_s']:.3f} s"
+        )
+        notes.append(
+            f"{tag}: sequence '{r['sequence']}' ({r['sequence_events']:,} events), {len(r['segments'])} segment(s); "
+            f"prefill expected {r['prefill']['expected']}; decode expected {r['decode']['expected']}, "
+            f"{r['decode']['aligned_to_step_starts']:.1%} of found step instances start at a true step start; "
+            f"layer expected {r['layer']['expected']}, found {r['layer']['found']}"
+        )
+        for p in r["problems"]:
+            notes.append(f"{tag}: differs from the truth: {p}")
+    return notes
+
+
+def markdown_report(info: dict, results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Return the Markdown result file: header (machine, date, commit, versions), table, targets, notes."""
+    now = dt.datetime.now(dt.timezone.utc)
+    head = [
+        f"# Cycle-detection benchmark, {now:%Y-%m-%d}, {machine_slug(info)}",
+        "",
+        f"- machine: {info['cpu']}, {info['cores']} cores, {info['ram'] / 2**30:.1f} GiB RAM",
+        f"- date: {now:%Y-%m-%d %H:%M} UTC",
+        f"- git commit: {git_commit()}",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        f"- traces: gpuan.synth_cycles.llm_kernel_trace (LLM inference on an H100: prefill, then decode steps of "
+        f"{args.layers} layers; side stream 20 with 2 kernels a step; noise {args.noise}: that share of decode "
+        f"steps holds one stray kernel; seed {args.seed})",
+        "- method: each size and engine in a fresh Python process, after an untimed detect of a "
+        f"{WARMUP_KERNELS:,}-kernel trace (numba compile / cache load); the time is `gpuan.cycles.detect(trace)` "
+        "alone (the trace is built before, not timed), best of 3 (best of 2 from 10M kernels); peak RSS is the "
+        "process's high-water mark (VmHWM) reset after the trace was built, so it is the trace plus what "
+        "detection allocates. The found structure is that of the largest sequence (device 0, compute streams "
+        "7 and 20 in time order) against the generator's ground truth.",
+        f"- targets: 10M kernels under {TARGET_S['cpu']} s on the CPU, under {TARGET_S['gpu']} s on an H100",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|---|---|" + "---:|" * 4 + "---|" * (len(HEADERS) - 6),
+    ]
+    body = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in table_rows(results)]
+    tail = []
+    targets = target_lines(results)
+    if targets:
+        tail += ["", "Targets:", ""] + [f"- {t}" for t in targets]
+    tail += ["", "Notes:", ""] + [f"- {n}" for n in structure_notes(results)]
+    return "\n".join(head + body + tail) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark (or, with --child, one size on one engine); returns the exit code."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"kernel counts, comma-separated (default {DEFAULT_SIZES})")
+    p.add_argument("--gpu", action="store_true", help="also run detection with the GPU engine")
+    p.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory for the Markdown result")
+    p.add_argument("--layers", type=int, default=32, help="decoder layers of the synthetic model")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--noise", type=float, default=1e-4, help="share of decode steps with one stray kernel")
+    p.add_argument("--repeat", type=int, default=0, help="timed runs per size (default 3, 2 from 10M)")
+    p.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--engine", default="cpu", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.child:
+        result = run_child(args.child, args.engine, args.repeat or default_repeat(args.child), args.layers,
+                           args.seed, args.noise)  # fmt: skip
+        print(RESULT_TAG + json.dumps(result), flush=True)
+        return 0
+
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    engines = ["cpu"] + (["gpu"] if args.gpu else [])
+    results = [measure(n, e, args) for n in sizes for e in engines]
+
+    rows = table_rows(results)
+    print()
+    print(console_table(rows))
+    print()
+    for line in target_lines(results):
+        print(line)
+    for r in results:
+        if "error" in r:
+            continue
+        tag = f"{size_label(r['n'])} on {r['engine']}"
+        if r["matches"]:
+            print(f"{tag}: found structure matches the ground truth")
+        for problem in r["problems"]:
+            print(f"{tag}: differs from the truth: {problem}")
+
+    info = machine_info()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"cycles-{dt.date.today():%Y-%m-%d}-{machine_slug(info)}.md"
+    out.write_text(markdown_report(info, results, args))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The GPU path of cycle detection gives the same bytes as the CPU path (runs where there is a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+import gpuan
+from gpuan.cycles import detect, distinct_patterns
+from gpuan.cycles.csvfile import render
+from gpuan.engine import CPU, gpu_available, select
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    if not gpu_available():
+        pytest.skip("no GPU here (CuPy absent or no CUDA device); the kernel's simulator test runs instead")
+    return select("gpu")
+
+
+def _csvs(trace, engine) -> list[str]:
+    return [render(p) for p in distinct_patterns(detect(trace, engine=engine))]
+
+
+def test_real_trace_same_bytes_on_gpu(gpu, data_dir):
+    trace = gpuan.load(data_dir / "kineto" / "v100_rank0_ns_resolution.json.gz")
+    assert _csvs(trace, gpu) == _csvs(trace, CPU)
+
+
+def test_synthetic_llm_same_bytes_on_gpu(gpu):
+    from gpuan.synth_cycles import llm_kernel_trace
+
+    trace, _ = llm_kernel_trace(300_000, noise=0.01)
+    assert _csvs(trace, gpu) == _csvs(trace, CPU)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import subprocess
 import sys
+import tracemalloc
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpuan.cycles import periods
+import gpuan
+from gpuan.cycles import detect, periods
 from gpuan.cycles.csvfile import read, render
-from gpuan.cycles.detect import cover, detect_sequence
+from gpuan.cycles.detect import _merge_runs, cover, detect_sequence
 from gpuan.cycles.patterns import Pattern, SequenceCycles, distinct_patterns
 from gpuan.cycles.periods import idle_before
-from gpuan.cycles.sequence import Sequence, sequences
+from gpuan.cycles.sequence import Sequence, is_comm_name, sequences
 from gpuan.cycles.signature import signature
 from gpuan.trace.schema import SCHEMA
 from gpuan.trace.table import Trace, build_table, dict_column
@@ -285,3 +289,147 @@ def test_synthetic_llm_inference_phases():
     assert set(phases) == {"prefill", "decode"}
     assert phases["prefill"].cycle.length == truth["prefill"]["layer_length"]
     assert phases["decode"].cycle.length == truth["decode"]["layer_length"]
+
+
+# ---- edge inputs ------------------------------------------------------------------------------------------
+
+
+def kineto_file(path, names, *, device=0, stream=7, start=0, null_ts=()):
+    """Write a Kineto trace of kernels `names` (10 us apart) on one device and stream; events at the
+    positions `null_ts` have no ``ts``."""
+    events = []
+    for i, name in enumerate(names):
+        e = {"ph": "X", "cat": "kernel", "name": name, "pid": device, "tid": stream, "ts": start + 10 * i, "dur": 5,
+             "args": {"device": device, "stream": stream}}  # fmt: skip
+        if i in null_ts:
+            del e["ts"]
+        events.append(e)
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def gpuan_cli(*args):
+    return subprocess.run([sys.executable, "-m", "gpuan", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_few_events_are_one_pass(n):
+    s = seq_of(list(range(n)))
+    (seg,) = detect_sequence(s)
+    assert (seg.start, seg.end, seg.periodic, seg.sub_cycles) == (0, n, False, ())
+    assert detect_sequence(seq_of([0] * n))[0].end == n
+
+
+def test_one_kernel_over_and_over_is_a_cycle_of_one():
+    s = seq_of([0] * 1000)
+    runs = [detect_sequence(s) for _ in range(2)]
+    (seg,) = runs[0]
+    assert seg.cycle.length == 1 and seg.cycle.starts.tolist() == list(range(1000)) and not seg.sub_cycles
+    assert runs[1][0].cycle.starts.tolist() == seg.cycle.starts.tolist()
+
+
+def test_regions_that_share_an_event_give_instances_that_do_not():
+    unit = list(range(12)) + [0]  # the pattern starts and ends with one kernel ...
+    ids = unit * 4 + unit[:-1] + unit * 4  # ... and one instance misses its last one
+    s, e = periods.periodic_regions(np.array(ids, np.int32), 13, 0)
+    assert e[0] > s[1]  # the regions on either side of the gap share an event
+    (seg,) = detect_sequence(seq_of(ids))
+    starts = seg.cycle.starts
+    assert seg.cycle.length == 13 and len(starts) == 8 and (np.diff(starts) >= 13).all()
+
+
+def test_rotations_merge_only_whole_instances():
+    # the rotated run is followed by other kernels: its last instance re-aligned would run into them
+    unit = list(range(30))
+    rotated = unit[10:] + unit[:10]
+    s = seq_of(unit * 5 + list(range(100, 400)) + rotated * 5 + list(range(400, 460)))
+    (pat,) = [p for p in distinct_patterns([SequenceCycles(s, detect_sequence(s))]) if p.role == "cycle"]
+    assert pat.cycle.repetitions == 9
+    assert all((s.ids[st : st + 30] == pat.cycle.template).all() for st in pat.cycle.starts)
+
+
+def test_merged_runs_hold_only_whole_instances():
+    unit = list(range(10))
+    rotated = unit[3:] + unit[:3]
+    ids = np.array(unit * 3 + rotated * 2 + [50] * 5 + rotated * 2, np.int32)
+    # two picks of one pattern, the second rotated and with stray kernels between its instances 2 and 3
+    (run,) = _merge_runs(ids, [(10, np.array([0, 10, 20])), (10, np.array([30, 40, 55, 65]))])
+    assert run[2].starts.tolist() == [0, 10, 20, 37, 62]
+
+
+def test_consensus_is_the_most_frequent_name_and_ties_go_to_the_earliest_instance():
+    ids = np.array([1, 2, 3, 1, 5, 3, 1, 5, 4, 1, 6, 4, 7, 6, 9], np.int32)
+    assert periods.consensus(ids, np.array([0, 3, 6, 9]), 3).tolist() == [1, 5, 3]  # 2 5 5 6: no majority
+    assert periods.consensus(ids, np.array([0, 3, 6, 9, 12]), 3).tolist() == [1, 5, 3]
+    assert periods.consensus(ids, np.array([9, 12]), 3).tolist() == [1, 6, 4]
+
+
+def test_comm_names_of_a_vocabulary_with_a_huge_name():
+    vocab = np.array(["x" * 200_000] + [f"k{i}" for i in range(200)] + ["ncclKernel_AllReduce", "RCCL_y"], object)
+    tracemalloc.start()
+    try:
+        mask = is_comm_name(vocab)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert mask.tolist() == [False] * 201 + [True, True]
+    assert peak < 10 << 20  # not 200 names as wide as the longest
+
+
+def test_kernels_without_a_start_are_left_out(tmp_path):
+    path = kineto_file(tmp_path / "t.json", [f"k{i % 6}" for i in range(60)] + ["late"], null_ts={60})
+    (s,) = sequences(gpuan.load(path, use_cache=False))
+    assert len(s) == 60 and "late" not in s.vocab
+    (seg,) = detect_sequence(s)
+    assert seg.cycle.length == 6 and seg.cycle.starts[0] == 0
+
+
+def test_awkward_names_round_trip_through_the_csv(tmp_path):
+    names = ["a,b", 'say "hi"', "two\nlines", "cr\r\nlf", " padded ", "#not meta", "x" * 200_000, "é"]
+    ids = np.tile(np.arange(len(names), dtype=np.int32), 4)
+    s = seq_of(ids)
+    s = Sequence(s.kind, s.rank, s.device, s.group, s.streams, np.array(names, object), s.ids, s.ts, s.dur)
+    (seg,) = detect_sequence(s)
+    path = tmp_path / "c.csv"
+    path.write_text(render(Pattern(s, 0, "cycle", seg.cycle)), encoding="utf-8")
+    assert read(path).rows.kernel_name.tolist() == names
+    assert csv.field_size_limit() == 128 << 10  # left as it was
+
+
+def test_cli_on_a_trace_without_repetition(tmp_path):
+    path = kineto_file(tmp_path / "t.json", [f"u{i}" for i in range(50)])
+    r = gpuan_cli("cycles", path, "--mode", "llm", "-o", tmp_path / "lm")
+    assert r.returncode == 0, r.stderr
+    assert "no prefill or decode phase found" in r.stderr and "no files written" in r.stderr
+    r = gpuan_cli("cycles", path, "--format", "json", "-o", tmp_path / "all")
+    assert r.returncode == 0 and "no repeating pattern found" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["trace"] == str(path) and doc["patterns"] == [] and doc["files"] == []
+    assert [seg["periodic"] for seg in doc["sequences"][0]["segments"]] == [False]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_cli_json_names_the_trace_when_it_writes_files(tmp_path):
+    path = kineto_file(tmp_path / "t.json", ["a", "b", "c"] * 10)
+    r = gpuan_cli("cycles", path, "--format", "json", "-o", tmp_path / "base")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["trace"] == str(path) and doc["files"] == [str(tmp_path / "base_cycle_1.csv")]
+
+
+def test_two_ranks_of_two_devices(tmp_path):
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for r in range(2):
+        events = []
+        for dev in range(2):
+            f = kineto_file(tmp_path / "one.json", [f"k{(i + dev) % 6}" for i in range(60)], device=dev, start=r)
+            events += json.loads(f.read_text())["traceEvents"]
+        (d / f"rank{r}.json").write_text(json.dumps({"traceEvents": events}))
+    found = detect(gpuan.load(d, use_cache=False))
+    assert [sc.sequence.label for sc in found] == [
+        f"rank {r} device {dev} compute (stream 7)" for r in range(2) for dev in range(2)
+    ]
+    assert all([(s.cycle.length, s.cycle.repetitions) for s in sc.segments] == [(6, 10)] for sc in found)
+    runs = [gpuan_cli("cycles", d, "--format", "json").stdout for _ in range(2)]
+    assert runs[0] == runs[1] and len(json.loads(runs[0])["patterns"]) == 4

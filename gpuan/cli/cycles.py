@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from gpuan.trace.schema import KINDS
 
@@ -66,9 +67,13 @@ def show(
         files = {f"{output}_cycle_{k}.csv": p for k, p in enumerate(patterns, 1)} if output else {}
         labels = {id(p): f"cycle {k}" for k, p in enumerate(patterns, 1)}
     # render everything first: a failure then leaves no partial set of files
-    texts = {path: render(p) for path, p in files.items()}
-    for path, text in texts.items():
-        write_atomic(path, text)
+    texts = {file: render(p) for file, p in files.items()}
+    for file, text in texts.items():
+        write_atomic(file, text)
+    if output and not files:
+        # not an error (a trace may hold no repetition), but say why no file appeared, beside stdout's report
+        what = "prefill or decode phase" if mode == "llm" else "repeating pattern"
+        print(f"gpuan: no {what} found in {path}: no files written", file=sys.stderr)
     if fmt == "json":
         print(json.dumps(_json(path, kind, found, patterns, files), indent=1))
     else:

@@ -71,13 +71,18 @@ def read(path: str | os.PathLike) -> CycleTable:
     Needs the ``kernel_name`` and ``avg_duration_us`` columns; min/max/stddev default to 0.
     """
     name = str(path)
+    limit = csv.field_size_limit()
     try:
         with open(path, encoding="utf-8", newline="") as f:
+            # a kernel name may be longer than the csv module's field limit (128 KiB); none is longer than the file
+            csv.field_size_limit(max(limit, os.fstat(f.fileno()).st_size))
             records = list(csv.reader(f))
     except (OSError, UnicodeDecodeError) as e:
         raise TraceError(name, f"cannot read: {getattr(e, 'strerror', None) or e}") from None
     except csv.Error as e:
         raise TraceError(name, f"not a CSV file: {e}") from None
+    finally:
+        csv.field_size_limit(limit)
     meta: dict[str, str] = {}
     header = None
     rows = []

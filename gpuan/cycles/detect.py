@@ -198,6 +198,7 @@ def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, i
     """
     out = []
     template = None
+    end = 0  # where the last instance placed ends
     for a, b in pieces:
         if b - a < L:
             continue
@@ -211,7 +212,12 @@ def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, i
                 continue
             a += d
         k = (b - a) // L
-        out.append(a + L * np.arange(k, dtype=np.int64))
+        starts = a + L * np.arange(k, dtype=np.int64)
+        # regions may overlap by up to two periods (each is trimmed to its own matches): instances must not
+        starts = starts[starts >= end]
+        if starts.size:
+            out.append(starts)
+            end = int(starts[-1]) + L
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
@@ -243,6 +249,17 @@ def _rotation_of(template: np.ndarray, other: np.ndarray) -> int | None:
     return None if d < 0 else d
 
 
+def realigned(starts: np.ndarray, length: int, d: int) -> np.ndarray:
+    """Return the starts of the instances of a pattern's rotation by `d` (``starts + d``) that lie whole
+    inside the instances at `starts`.
+
+    Such an instance is the tail of one instance and the head of the next, so it exists only where the
+    next instance follows right after: not past the last one, nor across a gap of stray events.
+    """
+    whole = np.append(np.diff(starts) == length, False) | (d == 0)
+    return starts[whole] + d
+
+
 def _merge_runs(ids: np.ndarray, picks: list[tuple[int, np.ndarray]]) -> list[tuple[int, int, Cycle]]:
     """Join consecutive picks of one pattern less than two instances apart; returns (start, end, cycle)."""
     out: list[tuple[int, int, Cycle]] = []
@@ -254,8 +271,7 @@ def _merge_runs(ids: np.ndarray, picks: list[tuple[int, np.ndarray]]) -> list[tu
             if prev.length == L and s - pe < 2 * L:
                 d = _rotation_of(prev.template, cyc.template)
                 if d is not None:
-                    moved = starts + d
-                    moved = moved[moved + L <= e]
+                    moved = realigned(starts, L, d)
                     if moved.size:
                         joined = np.concatenate([prev.starts, moved])
                         out[-1] = (ps, int(moved[-1]) + L, _cycle(ids, joined, L))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from gpuan.cycles import periods
-from gpuan.cycles.detect import Cycle, Segment
+from gpuan.cycles.detect import Cycle, Segment, realigned
 from gpuan.cycles.sequence import Sequence
 from gpuan.cycles.signature import signature
 
@@ -144,9 +144,7 @@ def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
                     out.append(Pattern(seq, si, role, cyc))
                     continue
                 first = out[by_form[form]]
-                d = _shift(first.cycle.template, cyc.template)
-                moved = cyc.starts + d
-                moved = moved[moved + cyc.length <= len(seq)]
+                moved = realigned(cyc.starts, cyc.length, _shift(first.cycle.template, cyc.template))
                 starts = np.union1d(first.cycle.starts, moved)
                 merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
                 out[by_form[form]] = Pattern(seq, first.segment, first.role, merged)

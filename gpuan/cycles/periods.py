@@ -116,27 +116,32 @@ def periodic_regions(ids: np.ndarray, period: int, allowed: int) -> tuple[np.nda
 def consensus(ids: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """Return, per position of a pattern with instances at `starts`, the id most instances hold there.
 
-    A Boyer-Moore majority vote per position (one pass, no counting tables); ties go to the first
-    instance's id, which keeps the result deterministic.
+    Ties go to the id that the earliest instance among the tied holds, which keeps the result
+    deterministic.
     """
+    k = starts.shape[0]
     out = np.empty(length, ids.dtype)
+    col = np.empty(k, ids.dtype)
     for j in range(length):
-        cand = ids[starts[0] + j]
-        votes = 0
-        for s in starts:
-            v = ids[s + j]
-            if votes == 0:
-                cand = v
-                votes = 1
-            elif v == cand:
-                votes += 1
-            else:
-                votes -= 1
-        # a candidate that holds no majority falls back to the first instance's id
-        count = 0
-        for s in starts:
-            count += ids[s + j] == cand
-        out[j] = cand if 2 * count > starts.shape[0] else ids[starts[0] + j]
+        same = True
+        for m in range(k):
+            col[m] = ids[starts[m] + j]
+            same = same and col[m] == col[0]
+        if same:  # the common case: every instance agrees
+            out[j] = col[0]
+            continue
+        # a plurality, not only a majority: with 4 instances holding a b b c, the answer is b
+        order = np.argsort(col, kind="mergesort")  # stable: each run of one id begins at its earliest instance
+        best, best_count, best_first = col[0], 0, k
+        a = 0
+        while a < k:
+            b = a + 1
+            while b < k and col[order[b]] == col[order[a]]:
+                b += 1
+            if b - a > best_count or (b - a == best_count and order[a] < best_first):
+                best, best_count, best_first = col[order[a]], b - a, order[a]
+            a = b
+        out[j] = best
     return out
 
 

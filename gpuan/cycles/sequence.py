@@ -139,8 +139,9 @@ def _op_level(ts: np.ndarray, end: np.ndarray, level: str) -> np.ndarray:
 
 def is_comm_name(vocab: np.ndarray) -> np.ndarray:
     """Mask of the names (of a vocabulary) that are collective-communication kernels (NCCL / RCCL)."""
-    low = np.char.lower(vocab.astype(str))
-    return (np.char.find(low, "nccl") >= 0) | (np.char.find(low, "rccl") >= 0)
+    # one name at a time: np.char would copy every name into a fixed-width array as wide as the longest
+    words = (str(w).lower() for w in vocab)
+    return np.fromiter((("nccl" in w) or ("rccl" in w) for w in words), bool, count=len(vocab))
 
 
 #: the columns that sequences are made of
@@ -180,6 +181,9 @@ def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False
     if ops not in OP_LEVELS:
         raise ValueError(f"ops must be one of {OP_LEVELS}, not {ops!r}")
     table = _rows_of_kind(trace, kind)
+    if table["ts"].null_count:
+        # an event without a start has no place in time order (as time 0 it would break the first cycle)
+        table = table.filter(table["ts"].is_valid())
     if table.num_rows == 0:
         return []
     ids, vocab = _name_ids(table["name"])

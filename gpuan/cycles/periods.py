@@ -54,9 +54,15 @@ def candidate_periods(ids: np.ndarray, vocab: int, max_period: int) -> np.ndarra
     periods = np.arange(hist.shape[0], dtype=np.int64)
     chosen = set()
     for score in (hist, hist * periods):
-        order = np.argsort(-score, kind="stable")[:CANDIDATES]
-        chosen.update(int(p) for p in order if score[p] > 0)
+        chosen.update(_top(score, CANDIDATES))
     return np.array(sorted(chosen), dtype=np.int64)
+
+
+def _top(score: np.ndarray, k: int) -> list[int]:
+    """The indices of the `k` largest positive scores, the smaller index first among equal scores."""
+    nonzero = np.flatnonzero(score > 0)  # a gap histogram is mostly empty
+    order = np.argsort(-score[nonzero], kind="stable")[:k]
+    return nonzero[order].tolist()
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -120,15 +126,31 @@ def consensus(ids: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     deterministic.
     """
     k = starts.shape[0]
-    out = np.empty(length, ids.dtype)
+    out = ids[starts[0] : starts[0] + length].copy()
+    # instance by instance (contiguous reads), find the positions where any instance disagrees
+    differs = np.zeros(length, np.bool_)
+    for s in starts:
+        for j in range(length):
+            if ids[s + j] != out[j]:
+                differs[j] = True
     col = np.empty(k, ids.dtype)
     for j in range(length):
-        same = True
+        if not differs[j]:  # the common case: every instance agrees
+            continue
+        cand, votes = ids[starts[0] + j], 0
         for m in range(k):
-            col[m] = ids[starts[m] + j]
-            same = same and col[m] == col[0]
-        if same:  # the common case: every instance agrees
-            out[j] = col[0]
+            v = ids[starts[m] + j]
+            col[m] = v
+            # Boyer-Moore vote: a majority, if there is one, is the candidate left standing
+            if votes == 0:
+                cand, votes = v, 1
+            else:
+                votes += 1 if v == cand else -1
+        count = 0
+        for m in range(k):
+            count += col[m] == cand
+        if 2 * count > k:  # a majority is the unique plurality
+            out[j] = cand
             continue
         # a plurality, not only a majority: with 4 instances holding a b b c, the answer is b
         order = np.argsort(col, kind="mergesort")  # stable: each run of one id begins at its earliest instance

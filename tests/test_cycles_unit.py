@@ -433,3 +433,17 @@ def test_two_ranks_of_two_devices(tmp_path):
     assert all([(s.cycle.length, s.cycle.repetitions) for s in sc.segments] == [(6, 10)] for sc in found)
     runs = [gpuan_cli("cycles", d, "--format", "json").stdout for _ in range(2)]
     assert runs[0] == runs[1] and len(json.loads(runs[0])["patterns"]) == 4
+
+
+def test_interleaved_first_instance_sets_the_rotation():
+    # a step: head 90 91, then 6 layers of 0..9; a side kernel 50 lands inside the first layer of every
+    # step, so the periodic run of layers starts mid-way through layer 0; no idle time marks anything
+    layer = list(range(10))
+    first = layer[:4] + [50] + layer[4:]
+    step = [90, 91] + first + layer * 5 + [92]
+    s = seq_of(step * 6)
+    (seg,) = detect_sequence(s)
+    assert seg.cycle.length == len(step)
+    (sub,) = seg.sub_cycles
+    assert sub.template.tolist() == layer  # begins where a layer begins, not where the run of layers does
+    assert sub.offset == 2 + len(first) and sub.per_parent == 5

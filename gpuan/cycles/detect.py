@@ -13,8 +13,9 @@ The rules, in order:
 3. *Rotation.* A region holding ``k`` whole instances plus ``r`` spare events can start at ``r + 1``
    offsets; the one chosen puts the instance boundaries where the events before them left the most idle
    time (summed over instances after the first: iterations begin after the host has waited) if that is
-   at least twice the idle time at the region's first offset, else the first offset. Instances are
-   exactly where the pattern starts, never a drifting stride.
+   at least twice the idle time at the region's first offset; else where the partial instance just
+   before the region begins (a first layer that a side stream's kernels interleave), or the region's
+   first offset. Instances are exactly where the pattern starts, never a drifting stride.
 4. *Phases.* Adjacent picks of one pattern are one segment. A periodic segment
    must cover 5 % of the sequence; shorter ones, and the gaps between periodic segments, are aperiodic
    segments (one pass: a prefill, a warm-up). Each segment gets sub-cycles: the repeating blocks of its
@@ -90,7 +91,7 @@ class Segment:
 def best_rotation(score: np.ndarray, start: int, period: int, reps: int, spare: int) -> int:
     """The offset in ``[0, spare]`` at which to start instances: the one whose instance starts (after
     the first) have the largest summed `score`, if that is at least twice the score of offset 0 (idle
-    time that is mere noise must not move the boundary); else 0."""
+    time that is mere noise must not move the boundary); else -1 (no offset stands out)."""
     best, best_j, at_zero = -1.0, 0, 0.0
     for j in range(spare + 1):
         s = 0.0
@@ -100,7 +101,33 @@ def best_rotation(score: np.ndarray, start: int, period: int, reps: int, spare: 
             at_zero = s
         if s > best:
             best, best_j = s, j
-    return best_j if best >= 2 * at_zero else 0
+    if best > 0 and best >= 2 * at_zero:
+        return best_j
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def matched_before(ids: np.ndarray, start: int, period: int, max_skips: int) -> int:
+    """How many events of the pattern ``ids[start : start + period]`` (read backwards from its end) the
+    events before `start` hold, stepping over up to `max_skips` foreign events (never two in a row
+    more than twice): the part of a first instance that interleaved events kept out of the region."""
+    j = period - 1
+    pos = start - 1
+    skips = 0
+    run = 0
+    matched = 0
+    while pos >= 0 and matched < period:
+        if ids[pos] == ids[start + j]:
+            matched += 1
+            j -= 1
+            run = 0
+        else:
+            skips += 1
+            run += 1
+            if skips > max_skips or run > 2:
+                break
+        pos -= 1
+    return matched
 
 
 @numba.njit(cache=True, nogil=True)
@@ -193,8 +220,10 @@ def _chains(ids: np.ndarray, L: int, starts: list[int], ends: list[int]) -> list
 def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, int]]) -> np.ndarray:
     """Instance starts in the (free parts of the) pieces of a chain, all in one rotation.
 
-    The first piece with a whole instance fixes the rotation by the idle-time rule; later pieces start
-    where that rotation of the pattern starts in them.
+    The first piece with a whole instance fixes the rotation: by the idle-time rule, or, where idle time
+    marks nothing, at the start of the partial first instance just before the piece (if interleaved
+    events kept part of an instance out of the region); later pieces start where that rotation of the
+    pattern starts in them.
     """
     out = []
     template = None
@@ -204,7 +233,12 @@ def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, i
             continue
         if template is None:
             k = (b - a) // L
-            a += best_rotation(score, a, L, k, (b - a) - k * L)
+            j = best_rotation(score, a, L, k, (b - a) - k * L)
+            if j < 0:
+                # no idle time marks the boundary: a first instance that other events interleave (a side
+                # stream's kernels inside the first layer) still shows where the pattern begins
+                j = (L - matched_before(ids, a, L, max(2, L // 10))) % L
+            a += j
             template = ids[a : a + L]
         else:
             d = _rotation_of(template, ids[a : a + L])

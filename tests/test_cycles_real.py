@@ -116,6 +116,9 @@ def test_llm_mode_writes_prefill_and_decode(data_dir, tmp_path):
     assert decode[1] in ("# Iterations,32", "# Iterations,30")
     (s,) = out["sequences"]
     assert [seg["periodic"] for seg in s["segments"]] == [False, True]
+    phases = out["phases"]
+    assert (phases["prefill"]["segment"], phases["decode"]["segment"]) == (0, 1)
+    assert phases["decode"]["repetitions"] == 32 and phases["decode"]["file"].endswith("lm_decode.csv")
 
 
 def _shuffled_copy(src, dst, seed):

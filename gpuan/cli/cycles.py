@@ -59,8 +59,8 @@ def show(
     if not found:
         raise TraceError(path, f"no {kind} events to look for cycles in")
     patterns = distinct_patterns(found)
+    chosen = llm_phases(found) if mode == "llm" else {}
     if mode == "llm":
-        chosen = llm_phases(found)
         files = {f"{output}_{phase}.csv": p for phase, p in chosen.items()} if output else {}
         labels = {id(p): phase for phase, p in chosen.items()}
     else:
@@ -75,13 +75,13 @@ def show(
         what = "prefill or decode phase" if mode == "llm" else "repeating pattern"
         print(f"gpuan: no {what} found in {path}: no files written", file=sys.stderr)
     if fmt == "json":
-        print(json.dumps(_json(path, kind, found, patterns, files), indent=1))
+        print(json.dumps(_json(path, kind, found, patterns, files, chosen), indent=1))
     else:
-        _print_text(found, labels, files)
+        _print_text(found, labels, files, chosen)
     return 0
 
 
-def _json(path, kind, found, patterns, files) -> dict:
+def _json(path, kind, found, patterns, files, phases) -> dict:
     from gpuan.cycles import Pattern
 
     written = {id(p): path for path, p in files.items()}
@@ -109,6 +109,12 @@ def _json(path, kind, found, patterns, files) -> dict:
          "repetitions": p.cycle.repetitions, "file": written.get(id(p))}
         for k, p in enumerate(patterns, 1)
     ]  # fmt: skip
+    if phases:
+        out["phases"] = {
+            phase: {"sequence": p.sequence.label, "segment": p.segment, "role": p.role, "length": p.cycle.length,
+                    "repetitions": p.cycle.repetitions, "file": written.get(id(p))}
+            for phase, p in phases.items()
+        }  # fmt: skip
     out["files"] = list(files)
     return out
 
@@ -117,7 +123,7 @@ def _us(ns: float) -> str:
     return f"{ns / 1e3:,.1f} us"
 
 
-def _print_text(found, labels, files) -> None:
+def _print_text(found, labels, files, phases) -> None:
     from gpuan.cycles import Pattern
 
     for sc in found:
@@ -135,6 +141,9 @@ def _print_text(found, labels, files) -> None:
                 first = seq.vocab[c.template[0]]
                 print(f"       sub-cycle of {c.length:,} x {c.per_parent} at +{c.offset:,} "
                       f"({c.repetitions:,} in all), starts with {first[:60]}")  # fmt: skip
+    for phase, p in phases.items():
+        print(f"{phase}: segment [{p.segment}], its {'layer' if p.role == 'sub-cycle' else 'cycle'} of "
+              f"{p.cycle.length:,} events x {p.cycle.repetitions:,} ({p.sequence.label})")  # fmt: skip
     for path, p in files.items():
         print(
             f"wrote {path}: {labels.get(id(p), '')}, {p.cycle.length:,} events"

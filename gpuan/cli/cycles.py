@@ -50,9 +50,10 @@ def show(
     returns the exit code."""
     from gpuan.cli.loading import load_trace
     from gpuan.cycles import detect, distinct_patterns
-    from gpuan.cycles.csvfile import render, write_atomic
+    from gpuan.cycles.csvfile import render
     from gpuan.cycles.patterns import llm_phases
     from gpuan.errors import TraceError
+    from gpuan.outputs import write_text
 
     trace = load_trace(path)
     found = detect(trace, kind, merge_streams=merge_streams, ops=ops)
@@ -69,7 +70,7 @@ def show(
     # render everything first: a failure then leaves no partial set of files
     texts = {file: render(p) for file, p in files.items()}
     for file, text in texts.items():
-        write_atomic(file, text)
+        write_text(file, text)
     if output and not files:
         # not an error (a trace may hold no repetition), but say why no file appeared, beside stdout's report
         what = "prefill or decode phase" if mode == "llm" else "repeating pattern"
@@ -104,17 +105,14 @@ def _json(path, kind, found, patterns, files, phases) -> dict:
             "label": seq.label, "rank": seq.rank, "device": seq.device, "group": seq.group,
             "streams": list(seq.streams), "events": len(seq), "segments": segs,
         })  # fmt: skip
-    out["patterns"] = [
-        {"k": k, "sequence": p.sequence.label, "segment": p.segment, "role": p.role, "length": p.cycle.length,
-         "repetitions": p.cycle.repetitions, "file": written.get(id(p))}
-        for k, p in enumerate(patterns, 1)
-    ]  # fmt: skip
+
+    def ref(p) -> dict:
+        return {"sequence": p.sequence.label, "segment": p.segment, "role": p.role, "length": p.cycle.length,
+                "repetitions": p.cycle.repetitions, "file": written.get(id(p))}  # fmt: skip
+
+    out["patterns"] = [{"k": k, **ref(p)} for k, p in enumerate(patterns, 1)]
     if phases:
-        out["phases"] = {
-            phase: {"sequence": p.sequence.label, "segment": p.segment, "role": p.role, "length": p.cycle.length,
-                    "repetitions": p.cycle.repetitions, "file": written.get(id(p))}
-            for phase, p in phases.items()
-        }  # fmt: skip
+        out["phases"] = {phase: ref(p) for phase, p in phases.items()}
     out["files"] = list(files)
     return out
 

@@ -11,16 +11,16 @@ import csv
 import io
 import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from gpuan.cycles import lcs
-from gpuan.cycles.csvfile import CycleTable, write_atomic
+from gpuan.cycles.csvfile import CycleTable
 from gpuan.cycles.signature import signature
-from gpuan.errors import TraceError
+from gpuan.outputs import replace_atomic, write_text
 
 COLUMNS = (
     "base_kernel", "base_avg", "base_min", "base_max", "base_std",
@@ -199,21 +199,6 @@ def sheet_name(name: str) -> str:
     return name.strip("'")[:31] or "Sheet"
 
 
-def _replace_atomic(path: str | os.PathLike, write: Callable[[Path], None], errors: tuple = ()) -> None:
-    """Run `write` on a temporary file beside `path`, then move it over `path`; on an OSError (or one of
-    `errors`) remove the temporary file and raise :class:`TraceError` naming `path`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except (OSError, *errors) as e:
-        tmp.unlink(missing_ok=True)
-        # xlsxwriter wraps the OSError (its first argument); report the OS reason, not the temporary name
-        cause = next((x for x in (e, *e.args) if isinstance(x, OSError)), e)
-        raise TraceError(str(path), f"cannot write: {getattr(cause, 'strerror', None) or cause}") from None
-
-
 def _styles(wb) -> dict:
     fill = {"exact": "#E2EFDA", "similar": "#DDEBF7", "removed": "#FFC7CE", "new_only": "#FFEB9C"}
     centred = {"bold": True, "align": "center", "pattern": 1}
@@ -287,7 +272,7 @@ def write_xlsx(path: str | os.PathLike, results: Sequence[tuple[str, CycleTable,
         finally:
             wb.close()
 
-    _replace_atomic(path, write, (FileCreateError,))
+    replace_atomic(path, write, (FileCreateError,))
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -316,4 +301,4 @@ def render_csv(frame: pd.DataFrame) -> str:
 
 def write_csv(path: str | os.PathLike, frame: pd.DataFrame) -> None:
     """Write the comparison CSV (:func:`render_csv`) to `path`, atomically."""
-    write_atomic(path, render_csv(frame))
+    write_text(path, render_csv(frame))

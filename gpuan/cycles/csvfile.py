@@ -6,7 +6,6 @@ import csv
 import io
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -44,18 +43,6 @@ def render(pattern: Pattern) -> str:
             f"{r.max_duration_us:.3f}", f"{r.stddev_us:.3f}", r.count, f"{r.pct_of_cycle:.4f}",
         ])  # fmt: skip
     return buf.getvalue()
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` through a temporary file, so a failed run never leaves half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise TraceError(str(path), f"cannot write: {e.strerror or e}") from None
 
 
 def _number(text: str) -> float | None:

@@ -173,7 +173,7 @@ def cover(ids: np.ndarray, score: np.ndarray, vocab: int, accept, engine: Engine
         return []
     counts = _match_counts(ids, cands, engine)
     # a region of two instances needs about `period` matching comparisons
-    viable = counts >= cands - np.array([_allowed(int(p)) for p in cands])
+    viable = counts >= cands - (cands * periods.TOLERANCE).astype(np.int64)
     cands, counts = cands[viable], counts[viable]
     if n > periods.EXHAUSTIVE and cands.size > MAX_TRACED:
         keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_TRACED])
@@ -322,7 +322,7 @@ def _sub_cycles(seq: Sequence, idle: np.ndarray, seg_start: int, seg_end: int, c
         return tuple(
             _cycle(seq.ids, seg_start + st, L, offset=seg_start + int(st[0]), per_parent=st.size) for L, st in picks
         )
-    score = summed_at(idle.astype(np.float64), cycle.starts, cycle.length)
+    score = summed_at(idle, cycle.starts, cycle.length)
     subs = []
     for L, inner in cover(cycle.template, score, vocab, _accept_sub):
         starts = (cycle.starts[:, None] + inner[None, :]).reshape(-1)
@@ -335,8 +335,9 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
     n = len(seq)
     if n == 0:
         return []
-    idle = periods.idle_before(seq.ts, seq.dur)
-    picks = cover(seq.ids, idle.astype(np.float64), len(seq.vocab), _accept_outer, engine)
+    # as float: scores are summed over many instances
+    idle = periods.idle_before(seq.ts, seq.dur).astype(np.float64)
+    picks = cover(seq.ids, idle, len(seq.vocab), _accept_outer, engine)
     runs = [r for r in _merge_runs(seq.ids, picks) if r[1] - r[0] >= min_share * n]
     bounds: list[tuple[int, int, Cycle | None]] = []
     cur = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -46,12 +47,17 @@ class Pattern:
 
     def instance_times(self) -> pd.DataFrame:
         """One row per instance: ``start_ns``, ``end_ns``, ``busy_ns`` (summed durations), ``wall_ns``."""
+        return self._times.copy()
+
+    @cached_property
+    def _times(self) -> pd.DataFrame:
+        # the ordering, the statistics, the summary and the CSV all need them: made once per pattern
         seq, c = self.sequence, self.cycle
         first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, c.starts, c.length)
         return pd.DataFrame({"start_ns": first, "end_ns": last, "busy_ns": busy, "wall_ns": last - first})
 
     def centre_ns(self) -> float:
-        t = self.instance_times()
+        t = self._times
         return (float(t.start_ns.iloc[0]) + float(t.end_ns.iloc[-1])) / 2
 
     def stats(self) -> pd.DataFrame:
@@ -61,7 +67,7 @@ class Pattern:
         count, total, lo, hi, m2 = periods.position_stats(seq.ids, seq.dur, c.starts, c.template)
         safe = np.maximum(count, 1)
         avg = total / safe / 1e3
-        avg_cycle_us = self.instance_times().busy_ns.mean() / 1e3
+        avg_cycle_us = self._times.busy_ns.mean() / 1e3
         return pd.DataFrame(
             {
                 "index": np.arange(c.length),
@@ -77,7 +83,7 @@ class Pattern:
 
     def summary(self, with_positions: bool = True) -> dict:
         """A JSON-ready description: size, span, per-instance busy and wall time, and the statistics."""
-        t = self.instance_times()
+        t = self._times
         out = {
             "role": self.role,
             "segment": self.segment,
@@ -144,21 +150,15 @@ def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
                     out.append(Pattern(seq, si, role, cyc))
                     continue
                 first = out[by_form[form]]
-                moved = realigned(cyc.starts, cyc.length, _shift(first.cycle.template, cyc.template))
+                # two rotations of one canonical form: an exact shift exists
+                d = periods.rotation_of(first.cycle.template, cyc.template, cyc.length)
+                moved = realigned(cyc.starts, cyc.length, d)
                 starts = np.union1d(first.cycle.starts, moved)
                 merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
                 out[by_form[form]] = Pattern(seq, first.segment, first.role, merged)
     keyed = [(p.centre_ns(), i, p) for i, p in enumerate(out)]
     keyed.sort(key=lambda x: (x[0], x[1]))
     return [p for _, _, p in keyed]
-
-
-def _shift(template: np.ndarray, other: np.ndarray) -> int:
-    """The ``d`` with ``roll(other, -d) == template`` (two rotations of one pattern)."""
-    for d in np.flatnonzero(other == template[0]).tolist():
-        if np.array_equal(np.roll(other, -d), template):
-            return d
-    return 0
 
 
 def _main_cycle(seg: Segment) -> tuple[str, Cycle] | None:

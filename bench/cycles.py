@@ -24,11 +24,9 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, machine_slug  # noqa: E402  (shared helpers of the benchmarks)
+from ingest import git_commit, machine_info, machine_slug, versions  # noqa: E402  (shared helpers of the benchmarks)
 
 RESULT_TAG = "BENCH-RESULT "
 CHILD_TIMEOUT_S = 1800
@@ -44,6 +42,8 @@ DEFAULT_SIZES = "100k,1M,10M"
 TARGET_S = {"cpu": 3.0, "gpu": 0.3}  # at 10M kernels
 TARGET_KERNELS = 10_000_000
 WARMUP_KERNELS = 20_000
+DETECT_PACKAGES = ("gpuan", "numpy", "pyarrow", "numba")
+GPU_PACKAGES = ("cupy-cuda12x", "numba-cuda")
 
 
 def parse_size(text: str) -> int:
@@ -330,18 +330,6 @@ def console_table(rows: list[list[str]], widths_cap: int = 60) -> str:
     return "\n".join(lines)
 
 
-def versions() -> dict[str, str]:
-    """Return the versions of Python and of the packages detection uses."""
-    out = {"python": platform.python_version()}
-    for dist in ("gpuan", "numpy", "pyarrow", "numba", "cupy-cuda12x", "numba-cuda"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            if dist in ("gpuan", "numpy", "pyarrow", "numba"):
-                out[dist] = "not installed"
-    return out
-
-
 def target_lines(results: list[dict[str, Any]]) -> list[str]:
     """Return one line per engine measured at 10M kernels: its best time against the target."""
     out = []
@@ -393,7 +381,7 @@ def markdown_report(info: dict, results: list[dict[str, Any]], args: argparse.Na
         f"- machine: {info['cpu']}, {info['cores']} cores, {info['ram'] / 2**30:.1f} GiB RAM",
         f"- date: {now:%Y-%m-%d %H:%M} UTC",
         f"- git commit: {git_commit()}",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions(DETECT_PACKAGES, GPU_PACKAGES).items()),
         f"- traces: gpuan.synth_cycles.llm_kernel_trace (LLM inference on an H100: prefill, then decode steps of "
         f"{args.layers} layers; side stream 20 with 2 kernels a step; noise {args.noise}: that share of decode "
         f"steps holds one stray kernel; seed {args.seed})",

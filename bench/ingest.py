@@ -329,15 +329,20 @@ def git_commit() -> str:
         return "uncommitted"
 
 
-def versions() -> dict[str, str]:
-    """Return the versions of Python and the packages the measured paths use."""
+INGEST_PACKAGES = ("gpuan", "numpy", "pandas", "pyarrow", "numba", "HolisticTraceAnalysis")
+
+
+def versions(packages: tuple[str, ...] = INGEST_PACKAGES, optional: tuple[str, ...] = ()) -> dict[str, str]:
+    """Return the versions of Python and of `packages` ("not installed" where absent) and of the
+    `optional` packages that are installed."""
     out = {"python": platform.python_version()}
-    for dist in ("gpuan", "numpy", "pandas", "pyarrow", "numba", "HolisticTraceAnalysis"):
+    for dist in packages + optional:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    if out["gpuan"] == "not installed":
+            if dist in packages:
+                out[dist] = "not installed"
+    if out.get("gpuan") == "not installed":
         try:
             import gpuan
 

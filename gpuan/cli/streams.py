@@ -1,0 +1,112 @@
+"""``gpuan streams TRACE --streams N``: the predicted N-stream timeline of a single-stream trace."""
+
+from __future__ import annotations
+
+import json
+
+from gpuan.streams.simulate import LAUNCH_ORDERS
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("streams", help="predict the timeline of a single-stream trace's work on N streams")
+    p.add_argument("trace", help="single-stream trace (Kineto JSON, Nsight SQLite or nvprof CSV)")
+    p.add_argument("--streams", type=int, required=True, metavar="N", help="number of streams to predict")
+    p.add_argument(
+        "--launch-order",
+        choices=LAUNCH_ORDERS,
+        default="breadth",
+        help="host issue order: operation k of every stream first (breadth, default) or stream by stream",
+    )
+    p.add_argument(
+        "--device", dest="gpu_name", metavar="NAME", help="GPU to simulate (default: the one the trace recorded)"
+    )
+    p.add_argument("--stream", type=int, help="which stream's work to use, if the trace has several")
+    p.add_argument("-o", "--output", metavar="PREDICTED.json", help="write the predicted timeline as Chrome-trace JSON")
+    p.add_argument("--measured", metavar="TRACE", help="a measured N-stream trace of the same work to compare with")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=run)  # fmt: skip
+
+
+def run(args) -> int:
+    from gpuan.cli.loading import load_trace
+    from gpuan.outputs import write_text
+    from gpuan.streams import check, predict
+    from gpuan.streams.chrome import chrome_json
+
+    prediction = predict(
+        load_trace(args.trace), args.streams, launch_order=args.launch_order, device=args.gpu_name,
+        stream=args.stream, source=args.trace,
+    )  # fmt: skip
+    checked = check(prediction, load_trace(args.measured), args.measured) if args.measured else None
+    if args.output:
+        write_text(args.output, chrome_json(prediction))
+    if args.format == "json":
+        print(json.dumps(_json(prediction, checked, args), indent=1, default=float))
+    else:
+        print(_text(prediction, checked, args))
+    return 0
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms" if ns >= 1e5 else f"{ns / 1e3:.1f} us"
+
+
+def _text(p, checked, args) -> str:
+    n = p.n_streams
+    lines = [
+        f"{args.trace}: {n} stream{'s' * (n > 1)} on {p.settings.gpu.name}, launch order {p.settings.launch_order}",
+        f"  one stream, measured    {_ms(p.workload.span):>12}  ({len(p.workload)} operations)",
+        f"  {n} x that, serial       {_ms(p.serial_ns):>12}",
+        f"  {n} streams, predicted   {_ms(p.total_ns):>12}  speed-up {p.speedup:.2f}x",
+    ]
+    for s, (a, b) in enumerate(p.stream_spans()):
+        lines.append(f"    stream {s}: {_ms(a)} to {_ms(b)}")
+    if checked:
+        lines.append(f"  measured ({args.measured}) {_ms(checked.measured_ns)}: error {checked.error * 100:+.2f}%")
+        for sid, a, b in checked.measured_streams:
+            lines.append(f"    measured stream {sid}: {_ms(a)} to {_ms(b)}")
+    if args.output:
+        lines.append(f"  predicted timeline: {args.output} (open in https://ui.perfetto.dev)")
+    par = p.parameters()
+    per = par["per_sm"]
+    turns = (
+        f"time-sliced, first turn {_ms(par['copy_first_turn_ns'])}, then {_ms(par['copy_turn_ns'])}"
+        if par["copy_turn_ns"] else "a stream keeps its engine while its copies last"
+    )  # fmt: skip
+    lines += [
+        "parameters:",
+        f"  {par['sms']} SMs; per SM {per['threads']} threads, {per['registers']} registers, "
+        f"{per['shared_memory'] // 1024} KiB shared memory, {per['blocks']} blocks",
+        f"  copy engines per direction: {par['copy_engines_per_direction']['H2D']} ({turns}); link {par['link']}",
+        f"  host overhead per call {_ms(par['api_ns'])}",
+        "  overheads kept: " + ", ".join(f"{k} {_ms(v)}" for k, v in par["overheads_ns"].items()),
+        "  copy bandwidth: " + ", ".join(f"{k} {v / 1e9:.2f} GB/s" for k, v in par["copy_bandwidth_Bps"].items()),
+    ]
+    for k in par["kernels"][:5]:
+        lines.append(
+            f"  kernel {k['name'][:60]}: {k['blocks']} blocks of {k['threads_per_block']}, "
+            f"{k['blocks_per_sm']} per SM, {_ms(k['block_ns'])} per block"
+        )
+    return "\n".join(lines)
+
+
+def _json(p, checked, args) -> dict:
+    tl = p.timeline
+    out = {
+        "trace": args.trace,
+        "streams": p.n_streams,
+        "single_stream_ns": p.workload.span,
+        "serial_ns": p.serial_ns,
+        "predicted_ns": p.total_ns,
+        "speedup": p.speedup,
+        "stream_spans_ns": p.stream_spans(),
+        "operations": [
+            {"stream": int(tl.stream[i]), "name": p.workload.names[int(tl.index[i])],
+             "start_ns": float(tl.start[i]), "end_ns": float(tl.end[i])}
+            for i in range(tl.start.size)
+        ],
+        "parameters": p.parameters(),
+    }  # fmt: skip
+    if checked:
+        out["measured"] = {"trace": args.measured, "measured_ns": checked.measured_ns, "error": checked.error}
+    return out

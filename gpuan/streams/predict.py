@@ -1,0 +1,163 @@
+"""From a single-stream trace to the predicted N-stream timeline, and its check against a measured one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from gpuan.devices import GPU, lookup, of_trace
+from gpuan.errors import TraceError
+from gpuan.streams.simulate import Settings, Timeline, average_block_time, simulate
+from gpuan.streams.workload import KERNEL, Workload, bandwidths, gpu_operations, overheads, workload
+from gpuan.trace.table import Trace
+
+#: host time between two issued operations when the trace has no runtime calls to measure it (the
+#: reference model's launch overhead)
+DEFAULT_API_NS = 2000.0
+
+
+@dataclass
+class Prediction:
+    """A predicted N-stream run: the workload it came from, the settings, the simulated timeline."""
+
+    workload: Workload
+    settings: Settings
+    timeline: Timeline
+    source: str
+
+    @property
+    def n_streams(self) -> int:
+        return self.settings.n_streams
+
+    @property
+    def total_ns(self) -> float:
+        """Predicted time from the first operation's start to the last one's end, ns."""
+        return self.timeline.total
+
+    @property
+    def serial_ns(self) -> float:
+        """The same work on one stream: N times the measured single-stream span, ns."""
+        return self.n_streams * self.workload.span
+
+    @property
+    def speedup(self) -> float:
+        """Serial time over predicted time."""
+        return self.serial_ns / self.total_ns if self.total_ns else float("nan")
+
+    def stream_spans(self) -> list[tuple[float, float]]:
+        """Return (first start, last end) of each predicted stream, ns."""
+        tl = self.timeline
+        spans = [(tl.start[tl.stream == s].min(), tl.end[tl.stream == s].max()) for s in range(self.n_streams)]
+        return [(float(a), float(b)) for a, b in spans]
+
+    def parameters(self) -> dict[str, Any]:
+        """Return every parameter the prediction used, with where the device's numbers come from."""
+        s, gpu, w = self.settings, self.settings.gpu, self.workload
+        per_sm, block_ns = average_block_time(w, gpu)
+        kernels = [
+            {"name": w.names[i], "blocks": int(w.grid[i]), "threads_per_block": int(w.threads[i]),
+             "registers": int(w.registers[i]), "shared_memory": int(w.shared_memory[i]),
+             "blocks_per_sm": int(per_sm[i]), "block_ns": float(block_ns[i]), "duration_ns": float(w.dur[i])}
+            for i in np.flatnonzero(w.kind == KERNEL)[:20]
+        ]  # fmt: skip
+        return {
+            "device": gpu.name,
+            "sms": gpu.sms,
+            "per_sm": {"threads": gpu.threads_per_sm, "registers": gpu.registers_per_sm,
+                       "shared_memory": gpu.shared_memory_per_sm, "blocks": gpu.blocks_per_sm},
+            "copy_engines_per_direction": {"H2D": s.engines[0], "D2H": s.engines[1], "DtoD": s.engines[2]},
+            "copy_first_turn_ns": s.copy_first_turn_ns,
+            "copy_turn_ns": s.copy_turn_ns,
+            "link": gpu.link,
+            "launch_order": s.launch_order,
+            "api_ns": s.api_ns,
+            "overheads_ns": overheads(w),
+            "copy_bandwidth_Bps": bandwidths(w),
+            "kernels": kernels,
+            "sources": gpu.sources,
+        }  # fmt: skip
+
+
+def _api_ns(trace: Trace) -> float:
+    """Median duration of the trace's launch and async-copy runtime calls, or the default."""
+    rt = trace.of_kind("runtime")
+    if rt.num_rows:
+        names = pc.cast(rt["name"], "string")
+        calls = rt.filter(pc.match_substring_regex(names, "LaunchKernel|MemcpyAsync|cuLaunch"))
+        if calls.num_rows:
+            return float(np.median(pc.fill_null(calls["dur"], 0).to_numpy()))
+    return DEFAULT_API_NS
+
+
+def device_of(trace: Trace, device: str | None, source: str) -> GPU:
+    """Return the GPU to simulate: `device` by name if given, else the one the trace recorded. Raises
+    :class:`TraceError` if neither names a known GPU."""
+    if device:
+        return lookup(device)
+    gpu = of_trace(trace.metadata, source)
+    if gpu is None:
+        raise TraceError(source, "the trace does not say which GPU ran it; pass --device")
+    return gpu
+
+
+def settings_for(gpu: GPU, n_streams: int, launch_order: str = "breadth", api_ns: float = DEFAULT_API_NS) -> Settings:
+    """Return the simulation settings for `gpu`: its copy engines split between the two directions (at
+    least one each), its engine time slices, and the launch order and host overhead given."""
+    per_direction = max(1, gpu.copy_engines // 2)
+    return Settings(
+        gpu=gpu, n_streams=n_streams, launch_order=launch_order, api_ns=api_ns,
+        engines=(per_direction, per_direction, 1),
+        copy_first_turn_ns=gpu.copy_first_turn_ns, copy_turn_ns=gpu.copy_turn_ns,
+    )  # fmt: skip
+
+
+def predict(
+    trace: Trace,
+    n_streams: int,
+    *,
+    launch_order: str = "breadth",
+    device: str | None = None,
+    stream: int | None = None,
+    source: str | None = None,
+) -> Prediction:
+    """Return the predicted timeline of `n_streams` copies of the single-stream work in `trace`, each on its
+    own stream, on `device` (a name; default: the GPU the trace recorded)."""
+    source = source or str(trace.metadata.get("source", "trace"))
+    if n_streams < 1:
+        raise TraceError(source, f"--streams must be at least 1, not {n_streams}")
+    w = workload(trace, stream=stream, source=source)
+    gpu = device_of(trace, device, source)
+    settings = settings_for(gpu, n_streams, launch_order, _api_ns(trace))
+    return Prediction(w, settings, simulate(w, settings), source)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A prediction next to a measured run of the same work."""
+
+    measured_ns: float
+    predicted_ns: float
+    measured_streams: list[tuple[int, float, float]]  # (stream id, first start, last end), ns from start
+
+    @property
+    def error(self) -> float:
+        """(predicted - measured) / measured."""
+        return (self.predicted_ns - self.measured_ns) / self.measured_ns
+
+
+def check(prediction: Prediction, measured: Trace, source: str = "measured trace") -> Check:
+    """Return the prediction's end time against the measured trace's (first start to last end of its GPU
+    operations). Raises :class:`TraceError` if the measured trace has no GPU operations."""
+    ops = gpu_operations(measured)
+    if ops.num_rows == 0:
+        raise TraceError(source, "no GPU operations to compare with")
+    ts = ops["ts"].to_numpy().astype(np.float64)
+    end = ts + ops["dur"].to_numpy().astype(np.float64)
+    t0 = ts.min()
+    streams = pc.fill_null(ops["stream"], -1).to_numpy()
+    per = [(int(s), float(ts[streams == s].min() - t0), float(end[streams == s].max() - t0))
+           for s in np.unique(streams)]  # fmt: skip
+    return Check(float(end.max() - t0), prediction.total_ns, per)

@@ -1,0 +1,139 @@
+"""The single-stream workload: a trace's GPU operations in stream order, with what the simulator needs of
+each (kind, duration, bytes, launch configuration) and the measured gap before it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpuan.errors import TraceError
+from gpuan.trace.table import Trace
+
+#: operation kinds of the workload
+H2D, D2H, KERNEL, COPY, OTHER = 0, 1, 2, 3, 4
+KIND_NAMES = ("H2D", "D2H", "kernel", "copy", "other")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One stream's operations in issue order (numpy columns of equal length, times in ns).
+
+    ``gap`` is the measured time from the end of the previous operation to the start of this one (0 for
+    the first); ``pageable`` marks host copies from or to pageable memory; launch configuration columns
+    are 0 where unknown."""
+
+    names: list[str]
+    kind: np.ndarray  # int8, one of H2D, D2H, KERNEL, COPY, OTHER
+    start: np.ndarray  # float64 ns from the first operation's start
+    dur: np.ndarray  # float64 ns
+    gap: np.ndarray  # float64 ns
+    bytes: np.ndarray  # int64
+    pageable: np.ndarray  # bool
+    grid: np.ndarray  # int64 blocks
+    threads: np.ndarray  # int64 threads per block
+    registers: np.ndarray  # int64 per thread
+    shared_memory: np.ndarray  # int64 per block
+    device: int
+    stream: int
+
+    def __len__(self) -> int:
+        return self.kind.size
+
+    @property
+    def span(self) -> float:
+        """Measured time from the first start to the last end, ns."""
+        return float((self.start + self.dur).max()) if len(self) else 0.0
+
+
+def _filled(table: pa.Table, name: str, default: int = 0) -> np.ndarray:
+    return pc.fill_null(table[name], default).to_numpy().astype(np.int64)
+
+
+def gpu_operations(trace: Trace) -> pa.Table:
+    """Return the trace's kernels, memcpys and memsets in time order (device, stream, ts, dur, name,
+    kind, memcpy_kind, bytes and the launch configuration columns)."""
+    ops = trace.of_kind("kernel", "memcpy", "memset")
+    ops = ops.filter(pc.and_(pc.is_valid(ops["ts"]), pc.is_valid(ops["dur"])))
+    return ops.sort_by([("ts", "ascending")])
+
+
+def streams_of(ops: pa.Table) -> list[tuple[int, int, int]]:
+    """Return (device, stream, operations) for each stream with GPU work, busiest first."""
+    if ops.num_rows == 0:
+        return []
+    keys = pa.table({"device": pc.fill_null(ops["device"], -1), "stream": pc.fill_null(ops["stream"], -1)})
+    counts = keys.group_by(["device", "stream"]).aggregate([([], "count_all")])
+    rows = sorted(zip(*(counts[c].to_pylist() for c in ("device", "stream", "count_all"))), key=lambda r: -r[2])
+    return [(int(d), int(s), int(n)) for d, s, n in rows]
+
+
+def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") -> Workload:
+    """Return the single-stream workload of `trace`: the operations of `stream` (default: the trace's
+    only stream with GPU work). Raises :class:`TraceError` when the trace has no GPU operations, or
+    several streams and no `stream` was chosen."""
+    ops = gpu_operations(trace)
+    found = streams_of(ops)
+    if not found:
+        raise TraceError(source, "no GPU operations (kernels, memcpys, memsets) to predict from")
+    if stream is None:
+        if len(found) > 1:
+            listed = ", ".join(f"{s} ({n} ops)" for _, s, n in found[:8])
+            raise TraceError(source, f"not a single-stream trace: GPU work on streams {listed}; pass --stream")
+        device, stream_id = found[0][0], found[0][1]
+    else:
+        match = [(d, s) for d, s, _ in found if s == stream]
+        if not match:
+            raise TraceError(source, f"no GPU operations on stream {stream}; streams: {[s for _, s, _ in found]}")
+        device, stream_id = match[0]
+    ops = ops.filter(pc.equal(pc.fill_null(ops["stream"], -1), stream_id))
+
+    kind_col = ops["kind"].combine_chunks().dictionary_decode().to_pylist()
+    copy_kind = ops["memcpy_kind"].combine_chunks()
+    copy_kind = copy_kind.dictionary_decode().to_pylist() if copy_kind.type != pa.null() else [None] * ops.num_rows
+    names = [str(n) for n in ops["name"].combine_chunks().dictionary_decode().to_pylist()]
+    kind = np.empty(ops.num_rows, np.int8)
+    for i, (k, c) in enumerate(zip(kind_col, copy_kind)):
+        if k == "kernel":
+            kind[i] = KERNEL
+        elif k == "memcpy":
+            kind[i] = {"HtoD": H2D, "DtoH": D2H}.get(c or "", COPY)
+        else:
+            kind[i] = OTHER
+    pageable = np.array(["pageable" in n.lower() for n in names], bool)
+
+    ts = _filled(ops, "ts").astype(np.float64)
+    dur = _filled(ops, "dur").astype(np.float64)
+    start = ts - ts.min()
+    end = start + dur
+    gap = np.zeros_like(start)
+    gap[1:] = np.maximum(start[1:] - end[:-1], 0.0)
+    threads = _filled(ops, "block_x") * np.maximum(_filled(ops, "block_y"), 1) * np.maximum(_filled(ops, "block_z"), 1)
+    grid = _filled(ops, "grid_x") * np.maximum(_filled(ops, "grid_y"), 1) * np.maximum(_filled(ops, "grid_z"), 1)
+    return Workload(
+        names=names, kind=kind, start=start, dur=dur, gap=gap, bytes=_filled(ops, "bytes"), pageable=pageable,
+        grid=grid, threads=threads, registers=_filled(ops, "registers"),
+        shared_memory=_filled(ops, "shared_memory"), device=int(device), stream=int(stream_id),
+    )  # fmt: skip
+
+
+def overheads(w: Workload) -> dict[str, float]:
+    """Return the median measured gap (ns) for each transition seen in the workload, keyed like
+    ``"H2D->kernel"``: the overheads the prediction keeps when operations move."""
+    groups: dict[str, list[float]] = {}
+    for i in range(1, len(w)):
+        key = f"{KIND_NAMES[w.kind[i - 1]]}->{KIND_NAMES[w.kind[i]]}"
+        groups.setdefault(key, []).append(float(w.gap[i]))
+    return {k: float(np.median(v)) for k, v in sorted(groups.items())}
+
+
+def bandwidths(w: Workload) -> dict[str, float]:
+    """Return the median measured bandwidth (bytes/s) of the workload's copies per direction."""
+    out = {}
+    for k in (H2D, D2H, COPY):
+        m = (w.kind == k) & (w.bytes > 0) & (w.dur > 0)
+        if m.any():
+            out[KIND_NAMES[k]] = float(np.median(w.bytes[m] / (w.dur[m] * 1e-9)))
+    return out

@@ -1,0 +1,118 @@
+"""The simulator's rules on small hand-made workloads whose timelines are worked out by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gpuan.devices import find, lookup
+from gpuan.streams.occupancy import blocks_per_sm
+from gpuan.streams.simulate import Settings, issue_order, simulate
+from gpuan.streams.workload import D2H, H2D, KERNEL, Workload
+
+#: a toy GPU: 2 SMs of 1024 threads (4 blocks of 256), no copy-engine time slicing
+TOY = replace(lookup("H100 SXM5"), name="toy", sms=2, threads_per_sm=1024, copy_first_turn_ns=None, copy_turn_ns=None)
+
+
+def ops(*rows: tuple) -> Workload:
+    """A workload from (kind, duration, grid or 0, gap) rows; kernels have 256-thread blocks."""
+    n = len(rows)
+    kind = np.array([r[0] for r in rows], np.int8)
+    dur = np.array([r[1] for r in rows], float)
+    grid = np.array([r[2] for r in rows], np.int64)
+    gap = np.array([r[3] if len(r) > 3 else 0.0 for r in rows], float)
+    start = np.cumsum(gap + np.concatenate([[0.0], dur[:-1]]))
+    return Workload(
+        names=[f"op{i}" for i in range(n)], kind=kind, start=start, dur=dur, gap=gap,
+        bytes=np.where(kind == KERNEL, 0, 1000), pageable=np.zeros(n, bool), grid=grid,
+        threads=np.where(kind == KERNEL, 256, 0), registers=np.where(kind == KERNEL, 32, 0),
+        shared_memory=np.zeros(n, np.int64), device=0, stream=0,
+    )  # fmt: skip
+
+
+def run(w: Workload, n: int, **kw) -> tuple[np.ndarray, np.ndarray]:
+    settings = Settings(TOY, n, api_ns=0.0, **({"engines": (1, 1, 1)} | kw))
+    tl = simulate(w, settings)
+    return tl.start.reshape(n, -1), tl.end.reshape(n, -1)
+
+
+def test_blocks_per_sm_from_each_limit():
+    gtx = find("GeForce GTX 950")
+    # threads (2048 / 256), registers (65536 / (64 x 1024)), registers and shared memory (2 x 48 KiB)
+    assert blocks_per_sm(gtx, [256, 1024, 128], [28, 64, 255], [0, 0, 48 * 1024]).tolist() == [8, 4 // 4, 2]
+    h100 = find("H100")
+    # 228 KiB / (100,000 B rounded to 256 B + 1 KiB reserved) = 2; a 1-thread block is capped by 32 slots
+    assert blocks_per_sm(h100, [128, 1], [32, 16], [100_000, 0]).tolist() == [2, 32]
+    # registers are allocated per warp in 256s: 33 registers take 40 per thread, 2048 threads need 81920
+    assert blocks_per_sm(h100, [1024], [33], [0]).tolist() == [1]
+
+
+def test_a_kernel_alone_keeps_its_duration_and_waves():
+    # 16 blocks on 2 SMs x 4 slots: 2 waves of 50 ns each
+    start, end = run(ops((KERNEL, 100.0, 16)), 1)
+    assert (start[0, 0], end[0, 0]) == (0.0, 100.0)
+
+
+def test_concurrent_kernels_fill_the_tail_of_the_one_before():
+    # 12 blocks: a full wave of 8, then 4 with 4 slots free; the second stream's kernel takes those 4
+    # slots in the first kernel's second wave, and its other 8 blocks run in the third wave
+    start, end = run(ops((KERNEL, 100.0, 12)), 2)
+    assert end[0, 0] == 100.0
+    assert (start[1, 0], end[1, 0]) == (50.0, 150.0)
+
+
+def test_a_kernel_that_fills_the_gpu_waits_for_the_one_before():
+    start, end = run(ops((KERNEL, 100.0, 16)), 2)
+    assert (start[1, 0], end[1, 0]) == (100.0, 200.0)
+
+
+def test_copies_one_way_take_turns_on_one_engine():
+    start, end = run(ops((H2D, 10.0, 0)), 2)
+    assert (start[0, 0], end[0, 0], start[1, 0], end[1, 0]) == (0.0, 10.0, 10.0, 20.0)
+
+
+def test_time_sliced_engine_round_robin():
+    # first turn 4, then turns of 2: S0 0-4, S1 4-6, S0 6-8, S1 8-10, S0 10-12, S1 12-14, S0 14-16 (done),
+    # S1 alone 16-20
+    start, end = run(ops((H2D, 10.0, 0)), 2, copy_first_turn_ns=4.0, copy_turn_ns=2.0)
+    assert (start[0, 0], end[0, 0], start[1, 0], end[1, 0]) == (0.0, 16.0, 4.0, 20.0)
+
+
+def test_copies_on_two_engines_share_the_bandwidth_equally():
+    # two engines one way: both streams' copies move at once, each at half its single-stream speed
+    tl = simulate(ops((H2D, 10.0, 0)), Settings(TOY, 2, api_ns=0.0, engines=(2, 1, 1)))
+    assert tl.start.tolist() == [0.0, 0.0] and tl.end.tolist() == [20.0, 20.0]
+    # a third stream waits for an engine, then shares with the copy still moving
+    tl = simulate(ops((H2D, 10.0, 0)), Settings(TOY, 3, api_ns=0.0, engines=(2, 1, 1)))
+    assert tl.end.tolist() == [20.0, 20.0, 30.0]
+
+
+def test_directions_are_full_duplex_and_copies_do_not_slow_kernels():
+    # stream 0: H2D 10 then D2H 10; stream 1 the same, so stream 1's H2D (10-20) overlaps stream 0's D2H
+    start, end = run(ops((H2D, 10.0, 0), (D2H, 10.0, 0)), 2)
+    assert end.tolist() == [[10.0, 20.0], [20.0, 30.0]]
+    start, end = run(ops((H2D, 10.0, 0), (KERNEL, 100.0, 16)), 2)
+    assert start[1, 0] == 10.0 and end[0, 1] == 110.0 and end[1, 1] == 210.0
+
+
+def test_measured_gaps_are_kept_when_operations_move():
+    start, end = run(ops((H2D, 10.0, 0), (KERNEL, 100.0, 16, 5.0)), 2)
+    assert start[0, 1] == 15.0  # 10 + the 5 measured before it
+    assert start[1, 1] == 115.0  # its H2D ended at 20, but the GPU is full until 115
+
+
+def test_launch_orders():
+    assert issue_order(2, 2, "breadth") == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert issue_order(2, 2, "depth") == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    with pytest.raises(ValueError):
+        issue_order(2, 2, "random")
+
+
+def test_pageable_copies_hold_the_host():
+    # the host waits for each pageable copy, so with depth-first issue stream 1 cannot start before
+    # stream 0's copy and kernel launch were issued; pinned copies of two streams share no host time
+    w = replace(ops((H2D, 10.0, 0), (H2D, 10.0, 0)), pageable=np.array([True, True]))
+    tl = simulate(w, Settings(TOY, 2, launch_order="depth", api_ns=0.0, engines=(2, 2, 1)))
+    assert tl.issued.tolist() == [0.0, 10.0, 20.0, 30.0]

@@ -326,18 +326,17 @@ def _direction(kind: int) -> int:
 
 
 def _spread(room: np.ndarray, want: int) -> np.ndarray:
-    """Return how many of `want` blocks go to each SM: one per SM with room in turn, as the hardware's
-    block distributor deals them, never more than an SM's room."""
-    take = np.zeros_like(room)
-    left = want
-    while left > 0:
-        open_ = np.flatnonzero(room - take > 0)
-        if open_.size <= left:
-            take[open_] += 1
-            left -= open_.size
+    """Return how many of `want` blocks go to each SM as the hardware's block distributor deals them: one
+    per SM in turn (lowest index first), never more than an SM's room."""
+    lo, hi = 0, int(room.max())  # the largest level L with sum(min(room, L)) <= want
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if int(np.minimum(room, mid).sum()) <= want:
+            lo = mid
         else:
-            # the least-loaded SMs first, lowest index on ties
-            chosen = open_[np.argsort(take[open_], kind="stable")[:left]]
-            take[chosen] += 1
-            left = 0
+            hi = mid - 1
+    take = np.minimum(room, lo)
+    left = want - int(take.sum())
+    if left:
+        take[np.flatnonzero(room > lo)[:left]] += 1
     return take

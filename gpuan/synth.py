@@ -819,18 +819,24 @@ def _ddp_allreduce(b: _StepBuilder, nelems: int) -> None:
         b.close_comms(sp, nelems)
 
 
+def _linear_grads(b: _StepBuilder, g, w, mm_weight, n_in: int, n_out: int, efficiency: tuple[float, float]) -> None:
+    """The two GEMMs of a linear layer's backward: grad input = g @ W (``mm_weight`` as the op records it)
+    and grad weight = g^T @ x, each after the transpose of its operand."""
+    _op_leaf(b, "aten::t", [w])
+    with b.span("aten::mm", [g, mm_weight]):
+        b.advance(3000, 8000)
+        b.kernel(gemm_kernel(TOKENS, n_in, n_out, "nn", "sm90"), gemm_ns(TOKENS, n_in, n_out, efficiency[0]))
+    _op_leaf(b, "aten::t", [g])
+    with b.span("aten::mm", [tensor(n_out, TOKENS, strides=(1, n_out)), tensor(TOKENS, n_in)]):
+        b.advance(3000, 8000)
+        b.kernel(gemm_kernel(n_out, n_in, TOKENS, "nt", "cutlass"), gemm_ns(n_out, n_in, TOKENS, efficiency[1]))
+
+
 def _addmm_backward(b: _StepBuilder, key: tuple, n_in: int, n_out: int, bucket: int = 0) -> None:
     g = tensor(TOKENS, n_out)
     with _node(b, "AddmmBackward0", key, [g]):
         w = tensor(n_out, n_in)
-        _op_leaf(b, "aten::t", [w])
-        with b.span("aten::mm", [g, w]):
-            b.advance(3000, 8000)
-            b.kernel(gemm_kernel(TOKENS, n_in, n_out, "nn", "sm90"), gemm_ns(TOKENS, n_in, n_out, 0.68))
-        _op_leaf(b, "aten::t", [g])
-        with b.span("aten::mm", [tensor(n_out, TOKENS, strides=(1, n_out)), tensor(TOKENS, n_in)]):
-            b.advance(3000, 8000)
-            b.kernel(gemm_kernel(n_out, n_in, TOKENS, "nt", "cutlass"), gemm_ns(n_out, n_in, TOKENS, 0.64))
+        _linear_grads(b, g, w, w, n_in, n_out, (0.68, 0.64))
         with b.span("aten::sum", [g, scalar_list([0]), scalar(True), NONE]):
             b.advance(2000, 6000)
             b.kernel(Kernel(SUM_KERNEL, 32, 16, (_cdiv(n_out, 32), 4, 1), (32, 16, 1)), memory_ns(TOKENS * n_out * 2))
@@ -945,14 +951,7 @@ def _loss_backward(b: _StepBuilder) -> None:
     g = tensor(TOKENS, VOCAB)
     with _node(b, "MmBackward0", ("lm_head", 0), [g]):
         w = tensor(HIDDEN, VOCAB, strides=(1, HIDDEN))
-        _op_leaf(b, "aten::t", [w])
-        with b.span("aten::mm", [g, tensor(VOCAB, HIDDEN)]):
-            b.advance(3000, 8000)
-            b.kernel(gemm_kernel(TOKENS, HIDDEN, VOCAB, "nn", "sm90"), gemm_ns(TOKENS, HIDDEN, VOCAB, 0.70))
-        _op_leaf(b, "aten::t", [g])
-        with b.span("aten::mm", [tensor(VOCAB, TOKENS, strides=(1, VOCAB)), tensor(TOKENS, HIDDEN)]):
-            b.advance(3000, 8000)
-            b.kernel(gemm_kernel(VOCAB, HIDDEN, TOKENS, "nt", "cutlass"), gemm_ns(VOCAB, HIDDEN, TOKENS, 0.63))
+        _linear_grads(b, g, w, tensor(VOCAB, HIDDEN), HIDDEN, VOCAB, (0.70, 0.63))
     _accumulate_grad(b, (VOCAB, HIDDEN))
     _layer_norm_backward(b, ("lnf", 0), bucket=VOCAB * HIDDEN + 2 * HIDDEN)
 

@@ -29,6 +29,15 @@ DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import git_commit, machine_info, machine_slug, versions  # noqa: E402  (shared helpers of the benchmarks)
 
+from gpuan.streams import check, predict  # noqa: E402
+from gpuan.trace.load import load as load_cached  # noqa: E402
+
+
+def load(path):
+    """Read a trace afresh (never from a Parquet cache), so the files are what is measured."""
+    return load_cached(path, use_cache=False)
+
+
 #: (1-stream file, measured N-stream file, N, the research model's error on that pair)
 NVPROF_PAIRS = (
     ("mem_mem_1stream_10M.csv", "mem_mem_2stream_10M_h2d_h2d_ovlp.csv", 2, -0.036),
@@ -40,7 +49,7 @@ SPEED_COUNTS = (1, 2, 4)
 ELEMENTS = 1 << 24  # 64 MiB of float32 per copy
 
 
-def accuracy(pairs, load, predict, check) -> list[dict]:
+def accuracy(pairs) -> list[dict]:
     """Return one row per (1-stream, measured) pair: predicted, measured, error, anchor error."""
     rows = []
     for one, many, n, anchor in pairs:
@@ -52,7 +61,7 @@ def accuracy(pairs, load, predict, check) -> list[dict]:
     return rows
 
 
-def speed(load, predict) -> list[dict]:
+def speed() -> list[dict]:
     """Return simulated operations per second for N copies of the speed trace's stream."""
     trace = load(DATA / SPEED_TRACE)
     rows = []
@@ -117,18 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", default="2,4,8", help="stream counts to record (default 2,4,8)")
     args = ap.parse_args(argv)
 
-    from gpuan.streams import check, predict
-    from gpuan.trace.load import load
-
-    def load_fresh(path):
-        return load(path, use_cache=False)
-
     pairs = [(DATA / "nvprof" / a, DATA / "nvprof" / b, n, e) for a, b, n, e in NVPROF_PAIRS]
     if args.record:
         pairs = record(Path(args.record), [int(x) for x in args.streams.split(",")]) + pairs
     info = machine_info()
-    acc = accuracy(pairs, load_fresh, predict, check)
-    spd = speed(load_fresh, predict)
+    acc = accuracy(pairs)
+    spd = speed()
 
     lines = [
         f"# gpuan streams benchmark, {dt.date.today()} on {info['cpu']} ({info['cores']} cores)",

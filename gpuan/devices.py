@@ -47,21 +47,31 @@ class GPU:
 _PCIE_X16 = {3: 15.75e9, 4: 31.5e9, 5: 63.0e9}  # per direction, after 128b/130b encoding
 _CUDA_TABLE = "CUDA C Programming Guide, table 'Technical Specifications per Compute Capability'"
 
+# Every GPU here (compute capability 5.2 to 9.0) has 2048 threads, 32 blocks and 64K registers per SM.
+_PER_SM = {"threads_per_sm": 2048, "blocks_per_sm": 32, "registers_per_sm": 65536}
+
+_H100_SXM5 = GPU(
+    "H100 SXM5", sms=132, shared_memory_per_sm=228 * 1024, copy_engines=3, link="PCIe 5.0 x16",
+    link_bandwidth=_PCIE_X16[5], compute_capability=(9, 0), shared_memory_reserved=1024,
+    aliases=("h100", "h100-sxm", "h100 80gb hbm3", "h100-sxm5-80gb"), **_PER_SM,
+    sources={
+        "sms": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs on SXM5)",
+        "per-SM limits": _CUDA_TABLE + ", compute capability 9.0",
+        "copy_engines": "deviceQuery asyncEngineCount on H100 SXM5",
+    },
+)  # fmt: skip
+
+
+def _hopper(name: str, aliases: tuple[str, ...], sources: dict[str, str], **changes) -> GPU:
+    """A GH100 part: the H100 SXM5 entry with its own name, aliases, sources and differences."""
+    return replace(_H100_SXM5, name=name, aliases=aliases, sources=_H100_SXM5.sources | sources, **changes)
+
+
 KNOWN: tuple[GPU, ...] = (
     GPU(
-        "GeForce GTX 950",
-        sms=6,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=96 * 1024,
-        copy_engines=2,
-        link="PCIe 3.0 x16",
-        link_bandwidth=_PCIE_X16[3],
-        copy_first_turn_ns=3.158e6,
-        copy_turn_ns=1.05e6,
-        compute_capability=(5, 2),
-        aliases=("gtx950", "gtx 950"),
+        "GeForce GTX 950", sms=6, shared_memory_per_sm=96 * 1024, copy_engines=2, link="PCIe 3.0 x16",
+        link_bandwidth=_PCIE_X16[3], copy_first_turn_ns=3.158e6, copy_turn_ns=1.05e6, compute_capability=(5, 2),
+        aliases=("gtx950", "gtx 950"), **_PER_SM,
         sources={
             "sms": "NVIDIA GeForce GTX 950 specifications (768 CUDA cores, 6 SMM)",
             "per-SM limits": _CUDA_TABLE + ", compute capability 5.2",
@@ -72,17 +82,8 @@ KNOWN: tuple[GPU, ...] = (
         },
     ),
     GPU(
-        "Tesla V100-SXM2",
-        sms=80,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=96 * 1024,
-        copy_engines=6,
-        link="PCIe 3.0 x16",
-        link_bandwidth=_PCIE_X16[3],
-        compute_capability=(7, 0),
-        aliases=("v100",),
+        "Tesla V100-SXM2", sms=80, shared_memory_per_sm=96 * 1024, copy_engines=6, link="PCIe 3.0 x16",
+        link_bandwidth=_PCIE_X16[3], compute_capability=(7, 0), aliases=("v100",), **_PER_SM,
         sources={
             "sms": "NVIDIA Tesla V100 datasheet (80 SMs)",
             "per-SM limits": _CUDA_TABLE + ", compute capability 7.0",
@@ -90,102 +91,33 @@ KNOWN: tuple[GPU, ...] = (
         },
     ),
     GPU(
-        "A100-SXM4",
-        sms=108,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=164 * 1024,
-        copy_engines=3,
-        link="PCIe 4.0 x16",
-        link_bandwidth=_PCIE_X16[4],
-        compute_capability=(8, 0),
-        aliases=("a100", "a100-pg509-200", "a100-sxm4-40gb", "a100-sxm4-80gb"),
-        shared_memory_reserved=1024,
+        "A100-SXM4", sms=108, shared_memory_per_sm=164 * 1024, copy_engines=3, link="PCIe 4.0 x16",
+        link_bandwidth=_PCIE_X16[4], compute_capability=(8, 0), shared_memory_reserved=1024,
+        aliases=("a100", "a100-pg509-200", "a100-sxm4-40gb", "a100-sxm4-80gb"), **_PER_SM,
         sources={
             "sms": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)",
             "per-SM limits": _CUDA_TABLE + ", compute capability 8.0",
             "copy_engines": "deviceQuery asyncEngineCount on A100-SXM4",
         },
     ),
-    GPU(
-        "H100 SXM5",
-        sms=132,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=228 * 1024,
-        copy_engines=3,
-        link="PCIe 5.0 x16",
-        link_bandwidth=_PCIE_X16[5],
-        compute_capability=(9, 0),
-        aliases=("h100", "h100-sxm", "h100 80gb hbm3", "h100-sxm5-80gb"),
-        shared_memory_reserved=1024,
-        sources={
-            "sms": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs on SXM5)",
-            "per-SM limits": _CUDA_TABLE + ", compute capability 9.0",
-            "copy_engines": "deviceQuery asyncEngineCount on H100 SXM5",
-        },
+    _H100_SXM5,
+    _hopper(
+        "H100 PCIe", ("h100-pcie", "h100 pcie"), sms=114,
+        sources={"sms": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (114 SMs on PCIe)",
+                 "copy_engines": "as H100 SXM5"},
     ),
-    GPU(
-        "H100 PCIe",
-        sms=114,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=228 * 1024,
-        copy_engines=3,
-        link="PCIe 5.0 x16",
-        link_bandwidth=_PCIE_X16[5],
-        compute_capability=(9, 0),
-        aliases=("h100-pcie", "h100 pcie"),
-        shared_memory_reserved=1024,
-        sources={
-            "sms": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (114 SMs on PCIe)",
-            "per-SM limits": _CUDA_TABLE + ", compute capability 9.0",
-            "copy_engines": "as H100 SXM5",
-        },
+    _hopper(
+        "H200", ("h200", "h200 sxm", "nvidia h200"),
+        sources={"sms": "NVIDIA H200 datasheet (same GH100 configuration as H100 SXM5: 132 SMs)",
+                 "copy_engines": "as H100 SXM5"},
     ),
-    GPU(
-        "H200",
-        sms=132,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=228 * 1024,
-        copy_engines=3,
-        link="PCIe 5.0 x16",
-        link_bandwidth=_PCIE_X16[5],
-        compute_capability=(9, 0),
-        aliases=("h200", "h200 sxm", "nvidia h200"),
-        shared_memory_reserved=1024,
-        sources={
-            "sms": "NVIDIA H200 datasheet (same GH100 configuration as H100 SXM5: 132 SMs)",
-            "per-SM limits": _CUDA_TABLE + ", compute capability 9.0",
-            "copy_engines": "as H100 SXM5",
-        },
+    _hopper(
+        "GH200", ("gh200", "grace hopper"), link="NVLink-C2C", link_bandwidth=450e9,
+        sources={"sms": "NVIDIA GH200 Grace Hopper Superchip datasheet (H100 with 132 SMs)",
+                 "link_bandwidth": "GH200 datasheet: NVLink-C2C 900 GB/s total, 450 GB/s per direction",
+                 "copy_engines": "as H100 SXM5"},
     ),
-    GPU(
-        "GH200",
-        sms=132,
-        threads_per_sm=2048,
-        blocks_per_sm=32,
-        registers_per_sm=65536,
-        shared_memory_per_sm=228 * 1024,
-        copy_engines=3,
-        link="NVLink-C2C",
-        link_bandwidth=450e9,
-        compute_capability=(9, 0),
-        aliases=("gh200", "grace hopper"),
-        shared_memory_reserved=1024,
-        sources={
-            "sms": "NVIDIA GH200 Grace Hopper Superchip datasheet (H100 with 132 SMs)",
-            "per-SM limits": _CUDA_TABLE + ", compute capability 9.0",
-            "link_bandwidth": "GH200 datasheet: NVLink-C2C 900 GB/s total, 450 GB/s per direction",
-            "copy_engines": "as H100 SXM5",
-        },
-    ),
-)
+)  # fmt: skip
 
 
 def _key(name: str) -> str:

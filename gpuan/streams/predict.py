@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from gpuan.devices import GPU, lookup, of_trace
 from gpuan.errors import TraceError
-from gpuan.streams.simulate import Settings, Timeline, average_block_time, simulate
+from gpuan.streams.simulate import Settings, Timeline, kernel_blocks, simulate
 from gpuan.streams.workload import KERNEL, Workload, bandwidths, gpu_operations, overheads, workload
 from gpuan.trace.table import Trace
 
@@ -56,11 +56,11 @@ class Prediction:
     def parameters(self) -> dict[str, Any]:
         """Return every parameter the prediction used, with where the device's numbers come from."""
         s, gpu, w = self.settings, self.settings.gpu, self.workload
-        per_sm, block_ns = average_block_time(w, gpu)
+        blocks = kernel_blocks(w, gpu)
         kernels = [
             {"name": w.names[i], "blocks": int(w.grid[i]), "threads_per_block": int(w.threads[i]),
              "registers": int(w.registers[i]), "shared_memory": int(w.shared_memory[i]),
-             "blocks_per_sm": int(per_sm[i]), "block_ns": float(block_ns[i]), "duration_ns": float(w.dur[i])}
+             "blocks_per_sm": int(blocks.per_sm[i]), "block_ns": float(blocks.time[i]), "duration_ns": float(w.dur[i])}
             for i in np.flatnonzero(w.kind == KERNEL)[:20]
         ]  # fmt: skip
         return {

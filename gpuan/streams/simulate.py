@@ -10,9 +10,11 @@ each finish time is computed exactly, never stepped. The rules:
   the single-stream trace (launch and dependency overheads kept when operations move).
 - Copies: each direction (host to device, device to host, device to device) has its copy engines; an
   engine serves one stream's copies back to back. A copy waiting for a busy engine starts when the engine
-  frees, or, where the device time-slices its engines (``copy_timeslice_ns``), once the stream holding the
-  engine has had it that long; copies then moving in one direction share its bandwidth equally (each at
-  its single-stream rate divided by their number). The directions do not interfere (full duplex).
+  frees or, where the device time-slices its engines (``copy_first_turn_ns``, ``copy_turn_ns``), when the
+  holding stream's turn ends: waiting streams then take turns round-robin, a preempted copy going to the
+  back of the line with what is left of it. Copies moving at once on several engines of one direction
+  share its bandwidth equally (each at its single-stream rate divided by their number). The directions do
+  not interfere (full duplex).
 - Kernels: thread blocks go to SMs while the SM's threads, registers, shared memory and block slots
   allow, kernels in the order they became ready (a kernel's blocks only after all blocks of the kernels
   before it have been placed). Each block lasts the kernel's average block time: its single-stream
@@ -87,6 +89,7 @@ class _Holder:
 
 @dataclass
 class _Direction:
+    index: int  # H2D, D2H, device to device: as _direction() numbers them
     engines: int
     holders: dict[int, _Holder] = field(default_factory=dict)  # stream -> its engine turn
     queue: list[_Copy] = field(default_factory=list)  # copies waiting for a turn, in order
@@ -107,16 +110,28 @@ def issue_order(n_ops: int, n_streams: int, order: str) -> list[tuple[int, int]]
     raise ValueError(f"launch order must be one of {LAUNCH_ORDERS}, not {order!r}")
 
 
-def average_block_time(w: Workload, gpu: GPU) -> tuple[np.ndarray, np.ndarray]:
-    """Return per operation the blocks per SM and the average block time (ns) of kernels (0 elsewhere):
-    duration / ceil(grid / (SMs x blocks per SM)). Kernels without a launch configuration are run as one
-    block per SM holding the whole SM, for their full duration."""
+@dataclass(frozen=True)
+class Blocks:
+    """How each operation's kernel runs as thread blocks (rows of non-kernels are unused): what one block
+    holds on an SM, how many blocks, how many fit one SM, and how long one lasts (ns)."""
+
+    needs: np.ndarray  # (n, 4), the columns of block_needs
+    grid: np.ndarray
+    per_sm: np.ndarray
+    time: np.ndarray
+
+
+def kernel_blocks(w: Workload, gpu: GPU) -> Blocks:
+    """Return the blocks of the workload's kernels; a block lasts the kernel's average block time, its
+    duration / ceil(grid / (SMs x blocks per SM)). Kernels without a launch configuration run as one block
+    per SM holding the whole SM, for their full duration."""
+    capacity = sm_capacity(gpu)
     known = (w.kind == KERNEL) & (w.grid > 0) & (w.threads > 0)
-    needs = block_needs(gpu, w.threads, w.registers, w.shared_memory)
-    per_sm = fit(sm_capacity(gpu)[None, :], needs)
-    per_sm = np.where(known, np.maximum(per_sm, 1), 1)
-    waves = np.where(known, -(-np.maximum(w.grid, 1) // (gpu.sms * per_sm)), 1)
-    return per_sm, np.where(w.kind == KERNEL, w.dur / waves, 0.0)
+    needs = np.where(known[:, None], block_needs(gpu, w.threads, w.registers, w.shared_memory), capacity[None, :])
+    per_sm = np.maximum(fit(capacity[None, :], needs), 1)
+    grid = np.where(known, w.grid, gpu.sms)
+    waves = -(-grid // (gpu.sms * per_sm))
+    return Blocks(needs, grid, per_sm, np.where(w.kind == KERNEL, w.dur / waves, 0.0))
 
 
 def simulate(w: Workload, settings: Settings) -> Timeline:
@@ -130,17 +145,14 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
     stream_of = np.repeat(np.arange(n), m)
     index_of = np.tile(np.arange(m), n)
 
-    capacity = sm_capacity(gpu)
-    free = np.tile(capacity, (gpu.sms, 1))
-    known = (w.kind == KERNEL) & (w.grid > 0) & (w.threads > 0)
-    needs = np.where(known[:, None], block_needs(gpu, w.threads, w.registers, w.shared_memory), capacity[None, :])
-    _, block_time = average_block_time(w, gpu)
-    grid = np.where(known, w.grid, gpu.sms)
+    free = np.tile(sm_capacity(gpu), (gpu.sms, 1))
+    blocks = kernel_blocks(w, gpu)
+    needs, block_time = blocks.needs, blocks.time
     kernels_waiting: list[int] = []  # op ids ready to place blocks, in order
     blocks_left = np.zeros(total, np.int64)  # blocks not yet placed
     blocks_running = np.zeros(total, np.int64)
 
-    directions = [_Direction(e) for e in settings.engines]
+    directions = [_Direction(i, e) for i, e in enumerate(settings.engines)]
     events: list[tuple[float, int, int, object]] = []
     seq = 0
 
@@ -151,13 +163,12 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
 
     # event kinds
     ISSUE, READY, COPY_DONE, BLOCKS_DONE, OTHER_DONE, TURN_ENDS, HOST_FREE = range(7)
-    order = issue_order(m, n, settings.launch_order)
-    host = {"next": 0}
+    order = iter(issue_order(m, n, settings.launch_order))
+    host_waits_for = -1  # the pageable copy the host is held by, if any
 
     def issue_next(t: float) -> None:
-        if host["next"] < len(order):
-            s, k = order[host["next"]]
-            host["next"] += 1
+        s, k = next(order, (-1, -1))
+        if s >= 0:
             push(t, ISSUE, s * m + k)
 
     def maybe_ready(op: int, t: float) -> None:
@@ -165,8 +176,8 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
             push(max(issued[op], dep_ready[op], t), READY, op)
 
     # -- copies ----------------------------------------------------------------------------------------
-    first_turn = settings.copy_first_turn_ns if settings.copy_turn_ns is not None else math.inf
     turn = settings.copy_turn_ns if settings.copy_turn_ns is not None else math.inf
+    first_turn = settings.copy_first_turn_ns if settings.copy_first_turn_ns is not None else turn
 
     def progress(d: _Direction, t: float) -> None:
         moving = d.moving()
@@ -181,13 +192,13 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
         moving = d.moving()
         if moving:
             c = min(moving, key=lambda c: (c.left, c.op))
-            push(t + max(c.left, 0.0) * len(moving), COPY_DONE, (id(d), d.version, c.op))
+            push(t + max(c.left, 0.0) * len(moving), COPY_DONE, (d.index, d.version, c.op))
         if d.queue and d.holders:
-            push(max(t, min(h.turn_ends for h in d.holders.values())), TURN_ENDS, (id(d), d.version))
+            push(max(t, min(h.turn_ends for h in d.holders.values())), TURN_ENDS, (d.index, d.version))
 
     def take_turn(d: _Direction, c: _Copy, t: float, length: float) -> None:
         d.holders[c.stream] = _Holder(c, t + length)
-        if math.isnan(start[c.op]):
+        if math.isnan(start[c.op]):  # a preempted copy keeps its first start
             start[c.op] = t
 
     def copy_ready(c: _Copy, t: float) -> None:
@@ -196,8 +207,7 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
         held = d.holders.get(c.stream)
         if held is not None:  # back to back within the stream's turn
             held.copy = c
-            if math.isnan(start[c.op]):
-                start[c.op] = t
+            start[c.op] = t
         elif len(d.holders) < d.engines:
             # an idle engine: a full first turn before waiting streams get theirs
             take_turn(d, c, t, first_turn if not d.holders and not d.queue else turn)
@@ -217,7 +227,7 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
         finish(op, t)
         # the stream keeps its turn if its next operation, already issued, is a copy the same way
         k = index_of[op]
-        back_to_back = k + 1 < m and _direction(w.kind[k + 1]) == d_index[id(d)] and not math.isnan(issued[op + 1])
+        back_to_back = k + 1 < m and _direction(w.kind[k + 1]) == d.index and not math.isnan(issued[op + 1])
         if not back_to_back:
             release(d, s_, t)
         reschedule(d, t)
@@ -258,17 +268,16 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
 
     # -- the loop --------------------------------------------------------------------------------------
     def finish(op: int, t: float) -> None:
+        nonlocal host_waits_for
         end[op] = t
         if index_of[op] + 1 < m:
             nxt = op + 1
             dep_ready[nxt] = t + w.gap[index_of[nxt]]
             maybe_ready(nxt, t)
-        if host.get("blocked") == op:
-            host.pop("blocked")
+        if host_waits_for == op:
+            host_waits_for = -1
             push(t + settings.api_ns, HOST_FREE, None)
 
-    by_id = {id(d): d for d in directions}
-    d_index = {id(d): i for i, d in enumerate(directions)}
     for s in range(n):
         dep_ready[s * m] = 0.0
     issue_next(0.0)
@@ -279,7 +288,7 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
             issued[op] = t
             maybe_ready(op, t)
             if w.pageable[index_of[op]] and w.kind[index_of[op]] in (H2D, D2H):
-                host["blocked"] = op
+                host_waits_for = op
             else:
                 push(t + settings.api_ns, HOST_FREE, None)
         elif what == HOST_FREE:
@@ -289,7 +298,7 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
             k = index_of[op]
             kind = w.kind[k]
             if kind == KERNEL:
-                blocks_left[op] = grid[k]
+                blocks_left[op] = blocks.grid[k]
                 kernels_waiting.append(op)
                 place_blocks(t)
             elif kind in (H2D, D2H, COPY):
@@ -298,13 +307,13 @@ def simulate(w: Workload, settings: Settings) -> Timeline:
                 start[op] = t
                 push(t + w.dur[k], OTHER_DONE, op)
         elif what == COPY_DONE:
-            d_id, version, op = payload
-            d = by_id[d_id]
+            d_index, version, op = payload
+            d = directions[d_index]
             if version == d.version:
                 copy_done(d, op, t)
         elif what == TURN_ENDS:
-            d_id, version = payload
-            d = by_id[d_id]
+            d_index, version = payload
+            d = directions[d_index]
             if version == d.version:
                 turn_ends(d, t)
         elif what == BLOCKS_DONE:

@@ -48,8 +48,17 @@ class Workload:
         return float((self.start + self.dur).max()) if len(self) else 0.0
 
 
-def _filled(table: pa.Table, name: str, default: int = 0) -> np.ndarray:
-    return pc.fill_null(table[name], default).to_numpy().astype(np.int64)
+def _filled(table: pa.Table, name: str) -> np.ndarray:
+    return pc.fill_null(table[name], 0).to_numpy().astype(np.int64)
+
+
+def _volume(table: pa.Table, prefix: str) -> np.ndarray:
+    """x * y * z of a launch dimension (``grid`` or ``block``); 0 where x is unknown."""
+    return (
+        _filled(table, f"{prefix}_x")
+        * np.maximum(_filled(table, f"{prefix}_y"), 1)
+        * np.maximum(_filled(table, f"{prefix}_z"), 1)
+    )
 
 
 def gpu_operations(trace: Trace) -> pa.Table:
@@ -110,11 +119,9 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
     end = start + dur
     gap = np.zeros_like(start)
     gap[1:] = np.maximum(start[1:] - end[:-1], 0.0)
-    threads = _filled(ops, "block_x") * np.maximum(_filled(ops, "block_y"), 1) * np.maximum(_filled(ops, "block_z"), 1)
-    grid = _filled(ops, "grid_x") * np.maximum(_filled(ops, "grid_y"), 1) * np.maximum(_filled(ops, "grid_z"), 1)
     return Workload(
         names=names, kind=kind, start=start, dur=dur, gap=gap, bytes=_filled(ops, "bytes"), pageable=pageable,
-        grid=grid, threads=threads, registers=_filled(ops, "registers"),
+        grid=_volume(ops, "grid"), threads=_volume(ops, "block"), registers=_filled(ops, "registers"),
         shared_memory=_filled(ops, "shared_memory"), device=int(device), stream=int(stream_id),
     )  # fmt: skip
 

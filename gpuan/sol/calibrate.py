@@ -1,0 +1,109 @@
+"""``gpuan sol calibrate``: measure the ceilings this machine reaches (a large copy for memory bandwidth, a
+large matrix product per dtype for FLOP/s) and save them beside the datasheet values.
+
+On a GPU it uses PyTorch (CUDA events, best of several runs); with ``--cpu`` it measures this machine's CPU
+with numpy, so that CPU traces and the live tracker on the CPU can be scored against real roofs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpuan.errors import TraceError
+from gpuan.outputs import write_text
+from gpuan.sol.roofs import CPU, ceilings_path, read_ceilings
+
+#: CPU sizes: a copy well beyond the last-level cache, a product long enough to time
+CPU_COPY_BYTES, CPU_GEMM_N = 256 << 20, 1536
+GPU_COPY_BYTES, GPU_GEMM_N = 2 << 30, 8192
+
+
+def _best(run, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_cpu(repeats: int = 5) -> dict:
+    """Return this CPU's ceilings: copy bandwidth (bytes read + written per second) and numpy matmul
+    FLOP/s for fp32 and fp64."""
+    src = np.ones(CPU_COPY_BYTES // 8)
+    dst = np.empty_like(src)
+    t = _best(lambda: np.copyto(dst, src), repeats)
+    flops = {}
+    for key, dtype in (("vector:fp32", np.float32), ("vector:fp64", np.float64)):
+        a = np.ones((CPU_GEMM_N, CPU_GEMM_N), dtype)
+        a @ a  # warm the BLAS threads
+        flops[key] = 2 * CPU_GEMM_N**3 / _best(lambda a=a: a @ a, repeats)
+    # on a CPU the matrix "units" are the same cores
+    flops |= {"tensor:fp32": flops["vector:fp32"], "tensor:fp64": flops["vector:fp64"]}
+    return {"flops": flops, "memory_bandwidth": 2 * CPU_COPY_BYTES / t, "link_bandwidth": 2 * CPU_COPY_BYTES / t}
+
+
+def measure_gpu(repeats: int = 10) -> tuple[str, dict]:
+    """Return (device name, ceilings) of the current CUDA GPU, measured with PyTorch: a device-to-device
+    copy, and an N×N product for FP32, TF32, FP16, BF16 (and FP8 where the GPU has it)."""
+    try:
+        import torch
+    except ImportError:
+        raise TraceError("calibrate", "measuring a GPU needs PyTorch with CUDA; use --cpu for this CPU") from None
+    if not torch.cuda.is_available():
+        raise TraceError("calibrate", "no CUDA GPU is visible; use --cpu to measure this CPU")
+
+    def timed(fn) -> float:
+        fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        return best
+
+    src = torch.empty(GPU_COPY_BYTES, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    bandwidth = 2 * GPU_COPY_BYTES / timed(lambda: dst.copy_(src))  # noqa: F821 (freed below)
+    src = dst = None  # free the copy buffers before the products
+    n, flops = GPU_GEMM_N, {}
+    cases = [("vector:fp32", torch.float32, False), ("tensor:tf32", torch.float32, True),
+             ("tensor:fp16", torch.float16, False), ("tensor:bf16", torch.bfloat16, False)]  # fmt: skip
+    for key, dtype, tf32 in cases:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(n, n, device="cuda", dtype=dtype)
+        flops[key] = 2 * n**3 / timed(lambda a=a: a @ a)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if torch.cuda.get_device_capability() >= (8, 9) and hasattr(torch, "float8_e4m3fn"):
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        one = torch.tensor(1.0, device="cuda")
+        flops["tensor:fp8"] = 2 * n**3 / timed(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16))
+    return torch.cuda.get_device_name(), {"flops": flops, "memory_bandwidth": bandwidth}
+
+
+def calibrate(cpu: bool = False, path: str | None = None) -> tuple[str, dict, Path]:
+    """Measure this machine's CPU (`cpu`) or its GPU, save the ceilings under the device's name in the
+    ceilings file, and return (device name, ceilings, file)."""
+    from gpuan.devices import find
+
+    if cpu:
+        name, result = CPU, measure_cpu()
+    else:
+        raw, result = measure_gpu()
+        known = find(raw)
+        name = known.name if known else raw
+    result |= {"measured_at": datetime.datetime.now().isoformat(timespec="seconds")}
+    target = Path(path) if path else ceilings_path()
+    saved = read_ceilings(target) | {name: result}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text(target, json.dumps(saved, indent=1, sort_keys=True) + "\n")
+    return name, result, target

@@ -1,0 +1,63 @@
+"""The roofline chart: arithmetic intensity against achieved FLOP/s, the device's roofs drawn, one point per
+op sized by its measured time; one self-contained HTML file (plotly.js inlined, no network needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuan.outputs import replace_atomic
+from gpuan.sol.report import efficiency_text, frame
+from gpuan.sol.score import Scored
+
+#: beyond this many ops the chart keeps the ones with the most measured time (a browser stays responsive)
+MAX_POINTS = 200_000
+
+
+def figure(scored: Scored):
+    """Return the plotly Figure of the roofline chart."""
+    import plotly.graph_objects as go
+
+    df = frame(scored)
+    df = df[(~df["model_missing"]) & (df["flops"] > 0) & (df["measured_ns"] > 0)]
+    if len(df) > MAX_POINTS:
+        df = df.nlargest(MAX_POINTS, "measured_ns")
+    achieved = df["flops"] / (df["measured_ns"] * 1e-9)
+    fig = go.Figure()
+    size = 6 + 30 * np.sqrt(df["measured_ns"] / max(df["measured_ns"].max(), 1)) if len(df) else []
+    for category in sorted(df["category"].unique()):
+        sel = df["category"] == category
+        text = [
+            f"{n}<br>{d}<br>phase {p}<br>{m / 1e3:,.1f} us measured, efficiency {efficiency_text(e)}"
+            for n, d, p, m, e in zip(df["name"][sel], df["input_dims"][sel], df["phase"][sel],
+                                     df["measured_ns"][sel], df["efficiency"][sel])
+        ]  # fmt: skip
+        fig.add_trace(
+            go.Scattergl(
+                x=df["intensity"][sel], y=achieved[sel], mode="markers", name=category, text=text,
+                hoverinfo="text", marker={"size": size[sel], "opacity": 0.6},
+            )
+        )  # fmt: skip
+    roofs = scored.roofs
+    lo = max(float(df["intensity"].min()) / 2, 1e-3) if len(df) else 1e-2
+    hi = max(float(df["intensity"].max()) * 2, 1e4) if len(df) else 1e4
+    for key in sorted({p for p in df["peak"].dropna().unique()} or roofs.flops):
+        peak = roofs.flops[key]
+        ridge = peak / roofs.memory_bandwidth
+        xs = [lo, ridge, hi]
+        ys = [lo * roofs.memory_bandwidth, peak, peak]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"roof {key} ({peak / 1e12:,.1f} TFLOP/s)",
+                                 line={"dash": "dash"}))  # fmt: skip
+    fig.update_layout(
+        title=f"Roofline: {scored.source} on {roofs.device} ({roofs.kind} roofs;"
+        f" memory {roofs.memory_bandwidth / 1e12:.2f} TB/s)",
+        xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
+        yaxis={"type": "log", "title": "achieved FLOP/s"},
+        template="plotly_white",
+    )
+    return fig
+
+
+def write_html(scored: Scored, path: str) -> None:
+    """Write the roofline chart to `path` as one self-contained HTML file, atomically."""
+    fig = figure(scored)
+    replace_atomic(path, lambda tmp: fig.write_html(str(tmp), include_plotlyjs=True, full_html=True))

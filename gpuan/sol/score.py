@@ -1,0 +1,443 @@
+"""Speed-of-light scoring: the ops of a trace with their measured time, then FLOPs, bytes, roofline time,
+bound and efficiency for every one of them as whole-column arithmetic (numpy, or CuPy on the GPU).
+
+Two steps, so that each can be used alone: :func:`trace_ops` turns a trace into one row per scored op
+(what ran, its shapes, its phase, its measured time); :func:`score_ops` scores such a table (the live
+tracker builds the same table from a running PyTorch job).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpuan.engine import Engine, current
+from gpuan.engine.intervals import busy_time
+from gpuan.sol.costs import CATEGORIES, Call, cost
+from gpuan.sol.dtypes import dtype_of
+from gpuan.sol.link import link, phase_paths, phases_of
+from gpuan.sol.roofs import Roofs, peak_key, roofs_for
+from gpuan.trace.nesting import ancestor_where, enclosing
+from gpuan.trace.table import Trace
+
+#: kernel names of tensor-core GEMMs/convolutions, which for an FP32 op mean TF32 (cuBLAS "tf32" kernels,
+#: CUTLASS "tensorop_s1688"/"tensorop_s16816" FP32-in kernels)
+TF32_KERNELS = r"(?i)tf32|tensorop_s"
+
+#: an op whose roofline time is below this cannot be faster than a kernel's fixed cost (launch, ramp-up,
+#: tail): it is latency bound, whatever its FLOPs and bytes
+LATENCY_NS = 3000.0
+BOUNDS = ("compute", "memory", "latency", "unmodelled")
+
+_STR = pa.dictionary(pa.int32(), pa.string())
+#: the table :func:`score_ops` takes: one row per op
+OPS_SCHEMA = pa.schema(
+    [
+        ("name", _STR),
+        ("layer", _STR),  # module class where known (live tracker), else null: the category is used
+        ("phase", _STR),
+        ("input_dims", _STR),
+        ("input_types", _STR),
+        ("concrete_inputs", _STR),
+        ("rank", pa.int32()),
+        ("ts", pa.int64()),
+        ("measured_ns", pa.int64()),
+        ("kernels", pa.int32()),
+        ("copy_bytes", pa.int64()),  # bytes of an op whose GPU work is only memcpy/memset (if recorded), else null
+        ("copy_over_link", pa.bool_()),  # the op's GPU work is only copies and they cross the host link
+        ("tf32", pa.bool_()),  # an FP32 op whose kernels run on tensor cores (TF32), judged by their names
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """``ops``: one row per op (the columns of :data:`OPS_SCHEMA` plus category, dtype, peak, flops, bytes,
+    intensity, estimated_ns, bound, efficiency, model_error, lost_ns); ``busy_ns``: the GPU's busy time
+    (union of all its activities), or on a CPU trace the time of the top-level ops, which the share of time
+    modelled is taken of."""
+
+    ops: pa.Table
+    roofs: Roofs
+    busy_ns: int
+    source: str = ""
+    #: the ops ran on the CPU (a trace without GPU activity, or the live tracker on the CPU)
+    on_cpu: bool = False
+
+    @property
+    def modelled_share(self) -> float:
+        """The share of busy time spent in modelled ops."""
+        modelled = pc.sum(self.ops.filter(pc.invert(self.ops["model_missing"]))["measured_ns"]).as_py()
+        return (modelled or 0) / self.busy_ns if self.busy_ns else 0.0
+
+
+def score(
+    trace: Trace,
+    device: str | None = None,
+    *,
+    ceilings: str = "datasheet",
+    ceilings_file: str | None = None,
+    tf32: bool = False,
+    engine: Engine | None = None,
+) -> Scored:
+    """Return every op of `trace` scored against the roofs of `device` (a known GPU name or "cpu"; default:
+    the GPU the trace recorded), using the datasheet peaks or the ``measured`` ceilings of
+    ``gpuan sol calibrate``. ``tf32`` scores FP32 matrix ops against TF32 tensor cores."""
+    source = str(trace.metadata.get("source", ""))
+    roofs = roofs_for(trace.metadata, device, ceilings, ceilings_file, source)
+    ops, busy, resolution = trace_ops(trace)
+    scored = score_ops(ops, roofs, tf32=tf32, resolution_ns=resolution, engine=engine)
+    on_cpu = trace.of_kind("kernel", "memcpy", "memset").num_rows == 0
+    return Scored(scored, roofs, busy, source, on_cpu)
+
+
+# --- trace → ops ----------------------------------------------------------------------------------------
+
+
+def _ints(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
+    return table[name].combine_chunks().fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _strings(table: pa.Table, name: str) -> pa.Array:
+    return table[name].combine_chunks().cast(_STR) if table.num_rows else pa.array([], _STR)
+
+
+def trace_ops(trace: Trace) -> tuple[pa.Table, int, int]:
+    """Return (ops, busy_ns, resolution_ns): one row per op to score (:data:`OPS_SCHEMA`), the time their
+    share is taken of, and the resolution of the trace's clock (1000 where every time is a whole µs).
+
+    With GPU activity: the leaf ops that launched kernels, memcpys or memsets, each measured as the union of
+    its activities' intervals, plus one row per activity no op launched (it counts as unmodelled). Without
+    (a CPU trace): the outermost ops that have a cost model, each measured by its duration, plus the
+    top-level ops that hold none of them."""
+    activities = trace.of_kind("kernel", "memcpy", "memset")
+    ops = trace.of_kind("cpu_op")
+    phases, paths = phase_paths(trace.of_kind("annotation"))
+    if activities.num_rows:
+        return _gpu_ops(trace, activities, ops, phases, paths)
+    return _cpu_ops(ops, phases, paths)
+
+
+def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table, paths: list[str]):
+    runtime = trace.of_kind("runtime")
+    links = link(activities, runtime, ops, trace.flows)
+    op_of = links.op_of_activity
+    launched = np.unique(op_of[op_of >= 0])
+    lone = np.flatnonzero(op_of < 0)
+    # group: position among the launching ops, then one group per activity that no op launched
+    group = np.empty(op_of.shape[0], np.int64)
+    group[op_of >= 0] = np.searchsorted(launched, op_of[op_of >= 0])
+    group[lone] = launched.size + np.arange(lone.size)
+    n = launched.size + lone.size
+
+    start = _ints(activities, "ts")
+    end = start + _ints(activities, "dur", 0)
+    measured = busy_time(group, start, end, n)
+    device = _ints(activities, "device", 0)
+    busy = int(busy_time(device - device.min(), start, end, int(device.max() - device.min()) + 1).sum())
+    resolution = 1000 if not ((start % 1000).any() or (end % 1000).any()) else 0
+
+    # ops whose GPU work is only copies and fills are bounded by the bytes they moved
+    kind = activities["kind"].combine_chunks().dictionary_decode().to_numpy(zero_copy_only=False)
+    copy_kind = (
+        activities["memcpy_kind"].combine_chunks().cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+    )
+    is_copy = (kind == "memcpy") | (kind == "memset")
+    over_link = np.isin(np.char.lower(copy_kind.astype(str)), ["htod", "dtoh", "htoh"]) & (kind == "memcpy")
+    nbytes = _ints(activities, "bytes")
+    all_copy = np.bincount(group, weights=~is_copy, minlength=n) == 0
+    bytes_known = all_copy & (np.bincount(group, weights=nbytes < 0, minlength=n) == 0)
+    copy_bytes = np.bincount(group, weights=np.maximum(nbytes, 0), minlength=n).astype(np.int64)
+    any_link = all_copy & (np.bincount(group, weights=over_link, minlength=n) > 0)
+    tensor_core = pc.match_substring_regex(activities["name"].combine_chunks().dictionary_decode(), TF32_KERNELS)
+    tf32 = np.bincount(group, weights=tensor_core.fill_null(False).to_numpy(zero_copy_only=False), minlength=n) > 0
+
+    launched_ops = ops.take(pa.array(launched))
+    lone_acts = activities.take(pa.array(lone))
+    phase = np.concatenate(
+        [phases_of(launched_ops, phases, paths), _activity_phases(trace, lone_acts, links, lone, phases, paths)]
+    )
+    table = pa.table(
+        {
+            "name": pa.concat_arrays([_strings(launched_ops, "name"), _strings(lone_acts, "name")]),
+            "layer": pa.nulls(n, _STR),
+            "phase": pa.array(phase.tolist(), pa.string()).dictionary_encode(),
+            "input_dims": pa.concat_arrays([_strings(launched_ops, "input_dims"), pa.nulls(lone.size, _STR)]),
+            "input_types": pa.concat_arrays([_strings(launched_ops, "input_types"), pa.nulls(lone.size, _STR)]),
+            "concrete_inputs": pa.concat_arrays([_strings(launched_ops, "concrete_inputs"), pa.nulls(lone.size, _STR)]),
+            "rank": np.concatenate([_ints(launched_ops, "rank", 0), _ints(lone_acts, "rank", 0)]).astype(np.int32),
+            "ts": np.concatenate([_ints(launched_ops, "ts"), start[lone]]),
+            "measured_ns": measured.astype(np.int64),
+            "kernels": np.bincount(group, minlength=n).astype(np.int32),
+            "copy_bytes": pa.array(copy_bytes, mask=~bytes_known),
+            "copy_over_link": any_link,
+            "tf32": tf32,
+        }
+    )
+    return table.cast(OPS_SCHEMA), busy, resolution
+
+
+def _activity_phases(trace, activities, links, rows, phases, paths) -> np.ndarray:
+    """Phases of activities no op launched: from the runtime call that launched them, else the GPU-side
+    annotation (``gpu_user_annotation``) that holds them on their stream."""
+    if not activities.num_rows:
+        return np.empty(0, object)
+    out = np.full(activities.num_rows, "", object)
+    runtime_rows = links.runtime_of_activity[rows]
+    has = runtime_rows >= 0
+    if has.any():
+        runtime = trace.of_kind("runtime").take(pa.array(runtime_rows[has]))
+        out[has] = phases_of(runtime, phases, paths)
+    gpu_phases, gpu_paths = phase_paths(trace.of_kind("gpu_annotation"))
+    if gpu_phases.num_rows and (~has).any():
+        out[~has] = phases_of(activities.filter(pa.array(~has)), gpu_phases, gpu_paths)
+    return out
+
+
+def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]):
+    if not ops.num_rows:
+        return pa.table({f.name: pa.array([], f.type) for f in OPS_SCHEMA}), 0, 0
+    start = _ints(ops, "ts")
+    end = start + _ints(ops, "dur", 0)
+    group = np.unique(np.stack([_ints(ops, c, 0) for c in ("rank", "pid", "tid")], 1), axis=0, return_inverse=True)[1]
+    group = group.ravel().astype(np.int64)
+    parent = enclosing(group, start, end)
+    modelled = _has_model(ops)
+    above = ancestor_where(parent, modelled)
+    strict = np.where(parent >= 0, above[np.maximum(parent, 0)], -1)
+    scored = modelled & (strict < 0)
+    top = parent < 0
+    root = ancestor_where(parent, top)
+    holds_scored = np.zeros(ops.num_rows, bool)
+    holds_scored[root[scored]] = True
+    rows = np.flatnonzero(scored | (top & ~holds_scored))
+    busy = int(busy_time(group[top], start[top], end[top], int(group.max()) + 1).sum())
+    chosen = ops.take(pa.array(rows))
+    table = pa.table(
+        {
+            "name": _strings(chosen, "name"),
+            "layer": pa.nulls(rows.size, _STR),
+            "phase": pa.array(phases_of(chosen, phases, paths).tolist(), pa.string()).dictionary_encode(),
+            "input_dims": _strings(chosen, "input_dims"),
+            "input_types": _strings(chosen, "input_types"),
+            "concrete_inputs": _strings(chosen, "concrete_inputs"),
+            "rank": _ints(chosen, "rank", 0).astype(np.int32),
+            "ts": start[rows],
+            "measured_ns": (end - start)[rows],
+            "kernels": np.zeros(rows.size, np.int32),
+            "copy_bytes": pa.nulls(rows.size, pa.int64()),
+            "copy_over_link": np.zeros(rows.size, bool),
+            "tf32": np.zeros(rows.size, bool),
+        }
+    )
+    resolution = 1000 if not ((start % 1000).any() or (end % 1000).any()) else 0
+    return table.cast(OPS_SCHEMA), busy, resolution
+
+
+def _has_model(ops: pa.Table) -> np.ndarray:
+    """Whether each op's call has a cost model (decided once per distinct call)."""
+    keys, uniques = _distinct_calls(ops)
+    costs = _costs(uniques, 4)
+    return np.array([c is not None for c in costs], bool)[keys] if len(costs) else np.zeros(ops.num_rows, bool)
+
+
+# --- ops → scores ---------------------------------------------------------------------------------------
+
+_CALL_COLUMNS = ("name", "input_dims", "input_types", "concrete_inputs")
+
+
+def _distinct_calls(table: pa.Table) -> tuple[np.ndarray, list[tuple]]:
+    """Return (per row the index of its distinct call, the distinct calls as (name, dims, types, concrete)
+    strings). Done on dictionary codes, so 10M rows with a few thousand distinct calls take a hash pass."""
+    codes, dictionaries = [], []
+    for c in _CALL_COLUMNS:
+        col = table[c].combine_chunks()
+        if not pa.types.is_dictionary(col.type):
+            col = col.dictionary_encode()
+        codes.append(col.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1)
+        dictionaries.append(col.dictionary.to_pylist())
+    sizes = [len(d) + 1 for d in dictionaries]
+    if np.prod(np.array(sizes, dtype=np.float64)) < 2**62:
+        key = codes[0]
+        for c, s in zip(codes[1:], sizes[1:]):
+            key = key * s + c
+        inverse, unique_keys = pd.factorize(key)
+        parts = []
+        for s in reversed(sizes[1:]):
+            unique_keys, rest = np.divmod(unique_keys, s)
+            parts.append(rest)
+        parts.append(unique_keys)
+        parts.reverse()
+    else:
+        unique_rows, inverse = np.unique(np.stack(codes, 1), axis=0, return_inverse=True)
+        parts = list(unique_rows.T)
+        inverse = inverse.ravel()
+    uniques = [
+        tuple(d[k - 1] if k > 0 else None for d, k in zip(dictionaries, combo))
+        for combo in zip(*(p.tolist() for p in parts))
+    ]
+    return np.asarray(inverse, np.int64), uniques
+
+
+def _parse(text: str | None) -> list:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def _costs(uniques: list[tuple], list_bpe: int) -> list:
+    out = []
+    for name, dims, types, concrete in uniques:
+        call = Call(_parse(dims), _parse(types), _parse(concrete), list_bpe)
+        out.append(cost(name or "", call) if call.dims else None)
+    return out
+
+
+def _list_bpe(uniques: list[tuple]) -> int:
+    """The most common floating-point element size among the calls (for tensor lists, whose type the
+    profiler omits)."""
+    sizes: dict[int, int] = {}
+    for _, _, types, _ in uniques:
+        for t in _parse(types):
+            d = dtype_of(t)
+            if d and d[0].startswith(("fp", "bf")):
+                sizes[d[1]] = sizes.get(d[1], 0) + 1
+    return max(sizes, key=sizes.get) if sizes else 4
+
+
+def roofline(flops, nbytes, peak, bandwidth, measured_ns, xp=np, resolution_ns: float = 0) -> dict:
+    """Return the roofline columns of ops with `flops`, `nbytes`, the arithmetic `peak` (FLOP/s) and memory
+    `bandwidth` (bytes/s) that bound each, and their measured time: estimated_ns = max(F/peak, B/bw)·1e9,
+    intensity = F/B, bound (0 compute, 1 memory, 2 latency: estimated under :data:`LATENCY_NS`, 3 no model:
+    a NaN peak), efficiency = estimated / measured, model_error = efficiency > 1, lost_ns = measured −
+    estimated. A clock of `resolution_ns` records a time up to that much short, so efficiency divides by
+    measured + resolution. Whole-array arithmetic in `xp` (numpy or cupy)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_compute = flops / peak * 1e9
+        t_memory = nbytes / bandwidth * 1e9
+        estimated = xp.maximum(t_compute, t_memory)
+        intensity = xp.where(nbytes > 0, flops / xp.where(nbytes > 0, nbytes, 1), xp.nan)
+        unmodelled = xp.isnan(estimated)
+        bound = xp.where(t_compute >= t_memory, 0, 1).astype(xp.int8)
+        bound = xp.where(estimated < LATENCY_NS, 2, bound).astype(xp.int8)
+        bound = xp.where(unmodelled, 3, bound).astype(xp.int8)
+        measured = measured_ns.astype(xp.float64) + resolution_ns
+        efficiency = xp.where(measured > 0, estimated / xp.where(measured > 0, measured, 1), xp.nan)
+        efficiency = xp.where(unmodelled, xp.nan, efficiency)
+        lost = xp.where(unmodelled, xp.nan, measured_ns - estimated)
+    return {
+        "intensity": intensity,
+        "estimated_ns": estimated,
+        "bound": bound,
+        "efficiency": efficiency,
+        "model_error": efficiency > 1.0,
+        "lost_ns": lost,
+    }
+
+
+def score_ops(
+    ops: pa.Table, roofs: Roofs, *, tf32: bool = False, resolution_ns: float = 0, engine: Engine | None = None
+) -> pa.Table:
+    """Return `ops` (:data:`OPS_SCHEMA`) with the score columns added: category, dtype, peak (the roof's
+    key), flops, bytes, intensity, estimated_ns, bound, efficiency, model_error (efficiency > 1: the model,
+    not the op, is wrong), model_missing, lost_ns.
+
+    FP32 matrix ops are scored against TF32 tensor cores when `tf32` is set, or when any FP32 GEMM of the
+    table ran TF32 kernels (``allow_tf32`` is a process-wide switch). The memory roof of an op whose bytes
+    fit in L2 is the L2 bandwidth where the device table has it (the best case: its inputs are still
+    there)."""
+    engine = engine or current()
+    xp = engine.xp
+    keys, uniques = _distinct_calls(ops)
+    costs = _costs(uniques, _list_bpe(uniques))
+    peak_names = sorted(roofs.flops)
+    n_u = len(uniques)
+    f_u, b_u = np.full(n_u, np.nan), np.full(n_u, np.nan)
+    cat_u = np.full(n_u, CATEGORIES.index("unmodelled"), np.int8)
+    dtypes: list[str] = []
+    dtype_u = np.full(n_u, -1, np.int32)
+    # the roof of each distinct call, and the one it has if its kernels ran on TF32 tensor cores
+    peak_u, peak_tf32_u = np.full(n_u, -1, np.int32), np.full(n_u, -1, np.int32)
+    for i, c in enumerate(costs):
+        if c is None:
+            continue
+        key = peak_key(roofs, c.category, c.dtype, tf32)
+        if key is None:
+            continue
+        f_u[i], b_u[i] = c.flops, c.bytes
+        cat_u[i] = CATEGORIES.index(c.category)
+        if c.dtype not in dtypes:
+            dtypes.append(c.dtype)
+        dtype_u[i] = dtypes.index(c.dtype)
+        peak_u[i] = peak_names.index(key)
+        peak_tf32_u[i] = peak_names.index(peak_key(roofs, c.category, c.dtype, True))
+    peak_rates = np.array([roofs.flops[k] for k in peak_names] + [np.nan])
+
+    k = engine.asarray(keys)
+    flops = xp.asarray(f_u)[k]
+    nbytes = xp.asarray(b_u)[k]
+    category = xp.asarray(cat_u)[k]
+    on_tf32 = engine.asarray(ops["tf32"].combine_chunks().fill_null(False).to_numpy(zero_copy_only=False))
+    fp32_gemm = (cat_u == CATEGORIES.index("gemm")) & (dtype_u == (dtypes.index("fp32") if "fp32" in dtypes else -2))
+    if bool((on_tf32 & xp.asarray(fp32_gemm)[k]).any()):
+        on_tf32 = xp.ones_like(on_tf32)
+    peak_code = xp.where(on_tf32, xp.asarray(peak_tf32_u)[k], xp.asarray(peak_u)[k])
+    peak = xp.asarray(peak_rates)[peak_code]  # code -1 picks the trailing NaN
+    bandwidth = xp.full(flops.shape[0], roofs.memory_bandwidth)
+    if roofs.l2_bandwidth:
+        bandwidth = xp.where(nbytes <= roofs.l2_bytes, roofs.l2_bandwidth, bandwidth)
+
+    # ops that only copied or filled: their bytes are known exactly from the activities
+    copy = ops["copy_bytes"].combine_chunks()
+    is_copy = engine.asarray(copy.is_valid().to_numpy(zero_copy_only=False))
+    if bool(is_copy.any()):
+        moved = engine.asarray(copy.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64))
+        flops = xp.where(is_copy, 0.0, flops)
+        nbytes = xp.where(is_copy, moved, nbytes)
+        peak = xp.where(is_copy, xp.inf, peak)
+        category = xp.where(is_copy, CATEGORIES.index("copy"), category).astype(xp.int8)
+    over_link = engine.asarray(ops["copy_over_link"].combine_chunks().to_numpy(zero_copy_only=False))
+    bandwidth = xp.where(over_link, roofs.link_bandwidth, bandwidth)
+    measured = engine.asarray(ops["measured_ns"].combine_chunks().to_numpy(zero_copy_only=False))
+    cols = roofline(flops, nbytes, peak, bandwidth, measured, xp, resolution_ns)
+    missing = cols["bound"] == 3
+    category = xp.where(missing, CATEGORIES.index("unmodelled"), category)
+
+    host = engine.to_host
+    dtype_codes = host(xp.where(is_copy, -1, xp.asarray(dtype_u)[k])).astype(np.int32)
+    peak_codes = host(xp.where(is_copy | missing, -1, peak_code)).astype(np.int32)
+    out = {
+        "category": _dict(host(category).astype(np.int32), CATEGORIES),
+        "dtype": _dict(dtype_codes, dtypes),
+        "peak": _dict(peak_codes, peak_names),
+        "flops": host(flops),
+        "bytes": host(nbytes),
+        "intensity": host(cols["intensity"]),
+        "estimated_ns": host(cols["estimated_ns"]),
+        "bound": _dict(host(cols["bound"]).astype(np.int32), BOUNDS),
+        "efficiency": host(cols["efficiency"]),
+        "model_error": host(cols["model_error"]),
+        "model_missing": host(missing),
+        "lost_ns": host(cols["lost_ns"]),
+    }
+    for name, values in out.items():
+        ops = ops.append_column(name, values if isinstance(values, pa.Array) else pa.array(values))
+    return ops
+
+
+def _dict(codes: np.ndarray, words) -> pa.DictionaryArray:
+    """A dictionary column from int codes into `words` (-1 = null)."""
+    indices = pa.array(codes, pa.int32(), mask=codes < 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(list(words), pa.string()))
+
+
+__all__ = ["Scored", "score", "score_ops", "trace_ops", "roofline", "OPS_SCHEMA", "LATENCY_NS", "BOUNDS"]

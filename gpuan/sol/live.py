@@ -53,11 +53,13 @@ def _arg(x: Any) -> tuple[list, str, str]:
     return [], "Scalar", str(x)
 
 
-def _is_compiling() -> bool:
+def _compiling_probe():
+    """Return torch's "is torch.compile tracing now?" function (a constant to the tracer, so a wrapper that
+    asks it first is traced straight through to the original call, without a graph break)."""
     import torch
 
     compiler = getattr(torch, "compiler", None)
-    return bool(compiler and getattr(compiler, "is_compiling", lambda: False)())
+    return getattr(compiler, "is_compiling", None) or (lambda: False)
 
 
 class Tracker:
@@ -131,9 +133,10 @@ class Tracker:
     def _wrap(self, owner, attr: str, name: str) -> None:
         original = getattr(owner, attr)
         tracker = self
+        compiling = _compiling_probe()
 
         def wrapper(*args, **kwargs):
-            if tracker._depth() > 0 or _is_compiling():
+            if compiling() or tracker._depth() > 0:
                 return original(*args, **kwargs)
             start = tracker._begin()
             try:
@@ -149,9 +152,10 @@ class Tracker:
         described = _module_call(module)
         if described is None:
             return
+        compiling = _compiling_probe()
 
         def pre(mod, inputs):
-            if _is_compiling():
+            if compiling():
                 return
             nested = self._depth() > 0
             mod._gpuan_sol = None if nested else self._begin()
@@ -159,7 +163,7 @@ class Tracker:
                 self._local.depth = self._depth() + 1
 
         def post(mod, inputs, output):
-            if _is_compiling():
+            if compiling():
                 return
             start = getattr(mod, "_gpuan_sol", None)
             if start is None:

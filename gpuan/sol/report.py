@@ -105,11 +105,16 @@ def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
     console = Console(file=io.StringIO(), record=True, width=width or 120, color_system=None)
     t = totals(scored, df)
     head = "CPU op time" if scored.on_cpu else "GPU time"
+    console.print(scored.source, soft_wrap=True)
     console.print(
-        f"{scored.source}\ndevice {t['device']} ({t['ceilings']} roofs)   ops {t['ops']:,}   "
-        f"modelled {t['modelled_ops']:,}   {head} {t['busy_ms']:,.3f} ms   "
-        f"modelled share of {head} {t['modelled_share']:.1%}   estimated {t['estimated_ms']:,.3f} ms   "
-        f"model errors {t['model_errors']}"
+        f"device {t['device']} ({t['ceilings']} roofs)   ops {t['ops']:,}   modelled {t['modelled_ops']:,}   "
+        f"model errors {t['model_errors']}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"{head} {t['busy_ms']:,.3f} ms   modelled share of {head} {t['modelled_share']:.1%}   "
+        f"estimated {t['estimated_ms']:,.3f} ms",
+        soft_wrap=True,
     )
     for title, table in (
         ("by layer type", section(df, "layer", scored.busy_ns)),

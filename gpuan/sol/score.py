@@ -259,7 +259,8 @@ def _distinct_calls(table: pa.Table) -> tuple[np.ndarray, list[tuple]]:
         col = table[c].combine_chunks()
         if not pa.types.is_dictionary(col.type):
             col = col.dictionary_encode()
-        codes.append(col.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1)
+        indices = col.indices if col.null_count == 0 else col.indices.fill_null(-1)
+        codes.append(indices.to_numpy(zero_copy_only=False).astype(np.int64) + 1)
         dictionaries.append(col.dictionary.to_pylist())
     sizes = [len(d) + 1 for d in dictionaries]
     if np.prod(np.array(sizes, dtype=np.float64)) < 2**62:
@@ -314,129 +315,131 @@ def _list_bpe(uniques: list[tuple]) -> int:
     return max(sizes, key=sizes.get) if sizes else 4
 
 
-def roofline(flops, nbytes, peak, bandwidth, measured_ns, xp=np, resolution_ns: float = 0) -> dict:
-    """Return the roofline columns of ops with `flops`, `nbytes`, the arithmetic `peak` (FLOP/s) and memory
-    `bandwidth` (bytes/s) that bound each, and their measured time: estimated_ns = max(F/peak, B/bw)·1e9,
-    intensity = F/B, bound (0 compute, 1 memory, 2 latency: estimated under :data:`LATENCY_NS`, 3 no model:
-    a NaN peak), efficiency = estimated / measured, model_error = efficiency > 1, lost_ns = measured −
-    estimated. A clock of `resolution_ns` records a time up to that much short, so efficiency divides by
-    measured + resolution. Whole-array arithmetic in `xp` (numpy or cupy)."""
+def roofline(flops, nbytes, peak, bandwidth, xp=np) -> dict:
+    """Return the roofline of ops with `flops`, `nbytes`, the arithmetic `peak` (FLOP/s) and memory
+    `bandwidth` (bytes/s) that bound each: estimated_ns = max(F/peak, B/bw)·1e9, intensity = F/B, bound
+    (0 compute, 1 memory, 2 latency: estimated under :data:`LATENCY_NS`, 3 no model: a NaN peak).
+    Whole-array arithmetic in `xp` (numpy or cupy)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         t_compute = flops / peak * 1e9
         t_memory = nbytes / bandwidth * 1e9
         estimated = xp.maximum(t_compute, t_memory)
         intensity = xp.where(nbytes > 0, flops / xp.where(nbytes > 0, nbytes, 1), xp.nan)
-        unmodelled = xp.isnan(estimated)
-        bound = xp.where(t_compute >= t_memory, 0, 1).astype(xp.int8)
-        bound = xp.where(estimated < LATENCY_NS, 2, bound).astype(xp.int8)
-        bound = xp.where(unmodelled, 3, bound).astype(xp.int8)
-        measured = measured_ns.astype(xp.float64) + resolution_ns
-        efficiency = xp.where(measured > 0, estimated / xp.where(measured > 0, measured, 1), xp.nan)
-        efficiency = xp.where(unmodelled, xp.nan, efficiency)
-        lost = xp.where(unmodelled, xp.nan, measured_ns - estimated)
-    return {
-        "intensity": intensity,
-        "estimated_ns": estimated,
-        "bound": bound,
-        "efficiency": efficiency,
-        "model_error": efficiency > 1.0,
-        "lost_ns": lost,
-    }
+    bound = xp.where(t_compute >= t_memory, 0, 1).astype(xp.int8)
+    bound[estimated < LATENCY_NS] = 2
+    bound[xp.isnan(estimated)] = 3
+    return {"estimated_ns": estimated, "intensity": intensity, "bound": bound}
+
+
+def efficiency(estimated_ns, measured_ns, xp=np, resolution_ns: float = 0) -> dict:
+    """Return efficiency = estimated / measured (NaN where unmodelled or not measured), model_error
+    (efficiency > 1: the model, not the op, is wrong) and lost_ns = measured − estimated. A clock of
+    `resolution_ns` records a time up to that much short, so efficiency divides by measured + resolution."""
+    measured = measured_ns.astype(xp.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = estimated_ns / (measured + resolution_ns)
+    eff[measured <= 0] = xp.nan
+    return {"efficiency": eff, "model_error": eff > 1.0, "lost_ns": measured - estimated_ns}
 
 
 def score_ops(
     ops: pa.Table, roofs: Roofs, *, tf32: bool = False, resolution_ns: float = 0, engine: Engine | None = None
 ) -> pa.Table:
     """Return `ops` (:data:`OPS_SCHEMA`) with the score columns added: category, dtype, peak (the roof's
-    key), flops, bytes, intensity, estimated_ns, bound, efficiency, model_error (efficiency > 1: the model,
-    not the op, is wrong), model_missing, lost_ns.
+    key), flops, bytes, intensity, estimated_ns, bound, efficiency, model_error, model_missing, lost_ns.
 
     FP32 matrix ops are scored against TF32 tensor cores when `tf32` is set, or when any FP32 GEMM of the
     table ran TF32 kernels (``allow_tf32`` is a process-wide switch). The memory roof of an op whose bytes
     fit in L2 is the L2 bandwidth where the device table has it (the best case: its inputs are still
-    there)."""
+    there). The roofline is computed once per distinct call (and TF32 use); every op then gathers its
+    call's values, and only the ops whose bytes or link the trace itself gives are computed row by row."""
     engine = engine or current()
     xp = engine.xp
     keys, uniques = _distinct_calls(ops)
     costs = _costs(uniques, _list_bpe(uniques))
     peak_names = sorted(roofs.flops)
+    dtypes = sorted({c.dtype for c in costs if c is not None})
     n_u = len(uniques)
-    f_u, b_u = np.full(n_u, np.nan), np.full(n_u, np.nan)
-    cat_u = np.full(n_u, CATEGORIES.index("unmodelled"), np.int8)
-    dtypes: list[str] = []
-    dtype_u = np.full(n_u, -1, np.int32)
-    # the roof of each distinct call, and the one it has if its kernels ran on TF32 tensor cores
-    peak_u, peak_tf32_u = np.full(n_u, -1, np.int32), np.full(n_u, -1, np.int32)
+    # per distinct call, twice: as recorded (row 2u) and on TF32 tensor cores (row 2u + 1)
+    f_u, b_u = np.full(2 * n_u, np.nan), np.full(2 * n_u, np.nan)
+    cat_u = np.full(2 * n_u, CATEGORIES.index("unmodelled"), np.int32)
+    dtype_u = np.full(2 * n_u, -1, np.int32)
+    peak_u = np.full(2 * n_u, -1, np.int32)
     for i, c in enumerate(costs):
-        if c is None:
-            continue
-        key = peak_key(roofs, c.category, c.dtype, tf32)
-        if key is None:
-            continue
-        f_u[i], b_u[i] = c.flops, c.bytes
-        cat_u[i] = CATEGORIES.index(c.category)
-        if c.dtype not in dtypes:
-            dtypes.append(c.dtype)
-        dtype_u[i] = dtypes.index(c.dtype)
-        peak_u[i] = peak_names.index(key)
-        peak_tf32_u[i] = peak_names.index(peak_key(roofs, c.category, c.dtype, True))
-    peak_rates = np.array([roofs.flops[k] for k in peak_names] + [np.nan])
+        for variant in (0, 1):
+            key = None if c is None else peak_key(roofs, c.category, c.dtype, tf32 or bool(variant))
+            if key is None:
+                continue
+            j = 2 * i + variant
+            f_u[j], b_u[j] = c.flops, c.bytes
+            cat_u[j], dtype_u[j], peak_u[j] = CATEGORIES.index(c.category), dtypes.index(c.dtype), peak_names.index(key)
+    rates = np.array([roofs.flops[k] for k in peak_names] + [np.nan])
+    bw_u = np.where((b_u <= roofs.l2_bytes) & (roofs.l2_bandwidth > 0), roofs.l2_bandwidth, roofs.memory_bandwidth)
+    line_u = roofline(f_u, b_u, rates[peak_u], bw_u)
 
-    k = engine.asarray(keys)
-    flops = xp.asarray(f_u)[k]
-    nbytes = xp.asarray(b_u)[k]
-    category = xp.asarray(cat_u)[k]
-    on_tf32 = engine.asarray(ops["tf32"].combine_chunks().fill_null(False).to_numpy(zero_copy_only=False))
+    on_tf32 = _bools(ops, "tf32")
     fp32_gemm = (cat_u == CATEGORIES.index("gemm")) & (dtype_u == (dtypes.index("fp32") if "fp32" in dtypes else -2))
-    if bool((on_tf32 & xp.asarray(fp32_gemm)[k]).any()):
-        on_tf32 = xp.ones_like(on_tf32)
-    peak_code = xp.where(on_tf32, xp.asarray(peak_tf32_u)[k], xp.asarray(peak_u)[k])
-    peak = xp.asarray(peak_rates)[peak_code]  # code -1 picks the trailing NaN
-    bandwidth = xp.full(flops.shape[0], roofs.memory_bandwidth)
-    if roofs.l2_bandwidth:
-        bandwidth = xp.where(nbytes <= roofs.l2_bytes, roofs.l2_bandwidth, bandwidth)
+    if (on_tf32 & fp32_gemm[2 * keys]).any():
+        on_tf32[:] = True
+    row = engine.asarray(2 * keys + on_tf32)
+    take = {name: xp.asarray(values)[row] for name, values in (
+        ("flops", f_u), ("bytes", b_u), ("category", cat_u), ("dtype", dtype_u), ("peak", peak_u),
+        ("estimated_ns", line_u["estimated_ns"]), ("intensity", line_u["intensity"]), ("bound", line_u["bound"]),
+    )}  # fmt: skip
 
-    # ops that only copied or filled: their bytes are known exactly from the activities
+    # ops the trace gives more than shapes for: copies with their bytes moved, copies over the host link
     copy = ops["copy_bytes"].combine_chunks()
-    is_copy = engine.asarray(copy.is_valid().to_numpy(zero_copy_only=False))
-    if bool(is_copy.any()):
-        moved = engine.asarray(copy.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64))
-        flops = xp.where(is_copy, 0.0, flops)
-        nbytes = xp.where(is_copy, moved, nbytes)
-        peak = xp.where(is_copy, xp.inf, peak)
-        category = xp.where(is_copy, CATEGORIES.index("copy"), category).astype(xp.int8)
-    over_link = engine.asarray(ops["copy_over_link"].combine_chunks().to_numpy(zero_copy_only=False))
-    bandwidth = xp.where(over_link, roofs.link_bandwidth, bandwidth)
-    measured = engine.asarray(ops["measured_ns"].combine_chunks().to_numpy(zero_copy_only=False))
-    cols = roofline(flops, nbytes, peak, bandwidth, measured, xp, resolution_ns)
-    missing = cols["bound"] == 3
-    category = xp.where(missing, CATEGORIES.index("unmodelled"), category)
+    is_copy = copy.is_valid().to_numpy(zero_copy_only=False)
+    over_link = _bools(ops, "copy_over_link")
+    special = np.flatnonzero(is_copy | over_link)
+    if special.size:
+        at = engine.asarray(special)
+        moved = copy.fill_null(0).to_numpy(zero_copy_only=False)[special].astype(np.float64)
+        copy_rows = xp.asarray(is_copy[special])
+        flops = xp.where(copy_rows, 0.0, take["flops"][at])
+        nbytes = xp.where(copy_rows, xp.asarray(moved), take["bytes"][at])
+        peak = xp.where(copy_rows, xp.inf, xp.asarray(rates)[take["peak"][at]])
+        bandwidth = xp.where(xp.asarray(over_link[special]), roofs.link_bandwidth, roofs.memory_bandwidth)
+        line = roofline(flops, nbytes, peak, bandwidth, xp)
+        take["flops"][at], take["bytes"][at] = flops, nbytes
+        for name in ("estimated_ns", "intensity", "bound"):
+            take[name][at] = line[name]
+        take["category"][at] = xp.where(copy_rows, CATEGORIES.index("copy"), take["category"][at])
+        take["dtype"][at] = xp.where(copy_rows, -1, take["dtype"][at])
+        take["peak"][at] = xp.where(copy_rows, -1, take["peak"][at])
 
+    measured = engine.asarray(ops["measured_ns"].combine_chunks().to_numpy(zero_copy_only=False))
+    scores = efficiency(take["estimated_ns"], measured, xp, resolution_ns)
+    missing = take["bound"] == 3
     host = engine.to_host
-    dtype_codes = host(xp.where(is_copy, -1, xp.asarray(dtype_u)[k])).astype(np.int32)
-    peak_codes = host(xp.where(is_copy | missing, -1, peak_code)).astype(np.int32)
     out = {
-        "category": _dict(host(category).astype(np.int32), CATEGORIES),
-        "dtype": _dict(dtype_codes, dtypes),
-        "peak": _dict(peak_codes, peak_names),
-        "flops": host(flops),
-        "bytes": host(nbytes),
-        "intensity": host(cols["intensity"]),
-        "estimated_ns": host(cols["estimated_ns"]),
-        "bound": _dict(host(cols["bound"]).astype(np.int32), BOUNDS),
-        "efficiency": host(cols["efficiency"]),
-        "model_error": host(cols["model_error"]),
+        "category": _dict(host(take["category"]), CATEGORIES),
+        "dtype": _dict(host(take["dtype"]), dtypes),
+        "peak": _dict(host(take["peak"]), peak_names),
+        "flops": host(take["flops"]),
+        "bytes": host(take["bytes"]),
+        "intensity": host(take["intensity"]),
+        "estimated_ns": host(take["estimated_ns"]),
+        "bound": _dict(host(take["bound"]).astype(np.int32), BOUNDS),
+        "efficiency": host(scores["efficiency"]),
+        "model_error": host(scores["model_error"]),
         "model_missing": host(missing),
-        "lost_ns": host(cols["lost_ns"]),
+        "lost_ns": host(scores["lost_ns"]),
     }
     for name, values in out.items():
         ops = ops.append_column(name, values if isinstance(values, pa.Array) else pa.array(values))
     return ops
 
 
+def _bools(table: pa.Table, name: str) -> np.ndarray:
+    return table[name].combine_chunks().fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+
+
 def _dict(codes: np.ndarray, words) -> pa.DictionaryArray:
     """A dictionary column from int codes into `words` (-1 = null)."""
-    indices = pa.array(codes, pa.int32(), mask=codes < 0)
+    codes = codes.astype(np.int32, copy=False)
+    invalid = codes < 0
+    indices = pa.array(codes, pa.int32(), mask=invalid if invalid.any() else None)
     return pa.DictionaryArray.from_arrays(indices, pa.array(list(words), pa.string()))
 
 

@@ -101,7 +101,7 @@ def test_kineto_pageable_copies_and_many_streams(data_dir):
         p = predict(trace, n, stream=7)
         assert p.workload.pageable.any()
         assert p.workload.span <= p.total_ns <= p.serial_ns
-        assert p.settings.gpu.name == "A100-SXM4" and p.settings.gpu.sms == 108
+        assert p.settings.gpu.name == "A100-SXM4-40GB" and p.settings.gpu.sms == 108
         tl = p.timeline
         for s in range(n):  # each stream runs its operations in order, none before its predecessor ends
             order = tl.index[tl.stream == s]

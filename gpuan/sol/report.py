@@ -96,6 +96,10 @@ def efficiency_text(value: float) -> str:
     return "model error" if value > 1 else f"{value:.1%}"
 
 
+def _ms(value: float) -> str:
+    return f"{value:,.3f}" if value >= 1 else f"{value:.4f}"
+
+
 def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
     """Return the console report: totals, the three sections and the top ops by lost time."""
     from rich.console import Console
@@ -122,13 +126,13 @@ def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
         ("by phase", by_phase(df, scored.busy_ns)),
     ):
         rt = Table(title=title, title_justify="left")
-        rt.add_column(title.removeprefix("by "), overflow="ellipsis", max_width=64, no_wrap=True)
+        rt.add_column(title.removeprefix("by "), overflow="ellipsis", max_width=52, no_wrap=True)
         for c in SECTION_COLUMNS:
             rt.add_column(c.replace("_", " "), justify="right")
         for key, row in table.iterrows():
             rt.add_row(
-                str(key), f"{int(row['ops']):,}", f"{row['estimated_ms']:,.3f}", f"{row['share']:.1%}",
-                f"{row['measured_ms']:,.3f}", efficiency_text(row["efficiency"]),
+                str(key), f"{int(row['ops']):,}", _ms(row["estimated_ms"]), f"{row['share']:.1%}",
+                _ms(row["measured_ms"]), efficiency_text(row["efficiency"]),
             )  # fmt: skip
         console.print(rt)
     lost = top_lost(df, top)

@@ -110,6 +110,9 @@ def test_demo_runs(tmp_path):
     r = gpuan("demo", "--dir", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "sample trace" in r.stdout and "top kernels by time" in r.stdout
+    # the speed-of-light report of the sample: an H100 trace whose generated kernel times respect the roofs
+    assert "device H100 SXM5 (datasheet roofs)" in r.stdout and "model errors 0" in r.stdout
+    assert "by phase" in r.stdout and "## backward ##" in r.stdout
 
 
 def test_more_bad_inputs(tmp_path, data_dir):

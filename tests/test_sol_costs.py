@@ -218,3 +218,12 @@ def test_roofline_columns():
     assert efficiency(np.array([2e6]), np.array([2e6 - 500]))["model_error"][0]
     again = efficiency(np.array([2e6]), np.array([2e6 - 500]), resolution_ns=1000)
     assert again["efficiency"][0] < 1 and not again["model_error"][0]
+
+
+def test_nll_loss_reads_one_value_per_target():
+    # nll_loss_forward(log_probs[8192, 32000], target[8192]): 8192 bf16 gathers + int64 targets + the loss
+    got = c("aten::nll_loss_forward", [[8192, 32000], [8192], [], [], []], [BF16, "long int", "", "Scalar", "Scalar"])
+    assert (got.flops, got.bytes) == (8192, 8192 * 2 + 8192 * 8 + 2)
+    back = c("aten::nll_loss_backward", [[], [8192, 32000], [8192], [], [], [], []],
+             [BF16, BF16, "long int", "", "Scalar", "Scalar", BF16])  # fmt: skip
+    assert back.bytes == 8192 * 2 + 8192 * 8 + 2

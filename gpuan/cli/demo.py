@@ -7,7 +7,9 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="generate a small sample trace, summarise it and find its cycles (CPU if no GPU)")
+    p = sub.add_parser(
+        "demo", help="generate a small sample trace, summarise it, find its cycles, score it (CPU if no GPU)"
+    )
     p.add_argument("--dir", default=None, help="where to write the sample trace (default: a temp directory)")
     p.set_defaults(run=run)
 
@@ -16,6 +18,7 @@ def run(args) -> int:
     from gpuan.cli import cycles, info
     from gpuan.engine import current
     from gpuan.synth import sample_trace_path
+    from gpuan.trace.load import load
 
     directory = Path(args.dir) if args.dir else Path(tempfile.gettempdir()) / "gpuan-demo"
     directory.mkdir(parents=True, exist_ok=True)
@@ -25,4 +28,11 @@ def run(args) -> int:
     if code:
         return code
     print()
-    return cycles.show(str(path), str(directory / "gpuan_sample"))
+    code = cycles.show(str(path), str(directory / "gpuan_sample"))
+    if code:
+        return code
+    print()
+    from gpuan.sol import report, score
+
+    print(report.render(score(load(str(path))), top=5), end="")
+    return 0

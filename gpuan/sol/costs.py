@@ -371,6 +371,21 @@ def _reduction(call: Call) -> Cost | None:
     return Cost(_n(x), _n(x) * call.size(0), "reduction", call.dtype(0))
 
 
+def _nll_loss(backward: bool) -> Callable[[Call], Cost | None]:
+    """nll_loss reads one log-probability per target (not the whole [N, C] input); its backward writes one
+    value per target (the zeros of the rest are a fill op of their own)."""
+
+    def model(call: Call) -> Cost | None:
+        x, target = (call.shape(1), call.shape(2)) if backward else (call.shape(0), call.shape(1))
+        if not x or target is None:
+            return None
+        n, bpe = _n(target), call.size(1 if backward else 0)
+        index_bpe = call.size(2 if backward else 1)
+        return Cost(n, n * bpe + n * index_bpe + bpe, "reduction", call.dtype(1 if backward else 0))
+
+    return model
+
+
 def _scan(call: Call) -> Cost | None:
     x = call.shape(0)
     if x is None:
@@ -494,7 +509,7 @@ _ELEMENTWISE = (
 _FOREACH = "add sub mul div addcmul addcdiv lerp sqrt neg copy zero norm".split()
 _REDUCTIONS = (
     "sum mean amax amin max min argmax argmin norm linalg_vector_norm var std var_mean std_mean prod all any"
-    " logsumexp mse_loss nll_loss_forward nll_loss2d_forward count_nonzero"
+    " logsumexp mse_loss count_nonzero"
 ).split()
 
 #: operator name (without ``aten::`` and a trailing ``_``) → model
@@ -515,6 +530,10 @@ MODELS: dict[str, Callable[[Call], Cost | None]] = {
     **{name: _elementwise(name) for name in _ELEMENTWISE},
     **{f"_foreach_{name}": _elementwise(f"_foreach_{name}") for name in _FOREACH},
     **dict.fromkeys(_REDUCTIONS, _reduction),
+    "nll_loss_forward": _nll_loss(False),
+    "nll_loss2d_forward": _nll_loss(False),
+    "nll_loss_backward": _nll_loss(True),
+    "nll_loss2d_backward": _nll_loss(True),
     "cumsum": _scan,
     "cumprod": _scan,
     "softmax": _softmax(False),

@@ -117,6 +117,8 @@ def test_calibrate_cpu_saves_measured_ceilings(cpu_ceilings):
     saved = json.loads(cpu_ceilings.read_text())["cpu"]
     assert saved["memory_bandwidth"] > 1e8 and saved["flops"]["vector:fp32"] > 1e8
     assert saved["flops"]["vector:fp32"] > saved["flops"]["vector:fp64"] * 0.5
+    # data that fits in L2 moves faster than data from DRAM
+    assert saved["l2_bytes"] > 0 and saved["l2_bandwidth"] > saved["memory_bandwidth"]
 
 
 def test_cpu_trace_by_phase_has_prefill_and_decode(data_dir, capsys, cpu_ceilings):
@@ -196,3 +198,50 @@ def test_gpu_scoring_agrees_with_cpu(data_dir):
     gpu = score(trace, "A100", engine=engine.select("gpu")).ops
     for col in ("flops", "bytes", "estimated_ns", "efficiency"):
         np.testing.assert_allclose(gpu[col].to_numpy(), cpu[col].to_numpy(), rtol=1e-12, equal_nan=True)
+
+
+def test_cuda_graph_launch_and_flow_arrows_link_generated_trace():
+    """A generated trace: one cudaGraphLaunch replaying three kernels, and a kernel whose correlation is
+    missing but whose ac2g flow arrow names its launch."""
+    import pyarrow as pa
+
+    from gpuan.sol.score import trace_ops
+    from gpuan.trace.schema import FLOW_SCHEMA
+    from gpuan.trace.table import Trace, build_table
+
+    rows = [  # name, kind, ts, dur, pid, tid, correlation, external_id, dims
+        ("aten::graph_replay", "cpu_op", 0, 100, 1, 1, None, 10, None),
+        ("aten::mm", "cpu_op", 200, 100, 1, 1, None, 11, "[[64, 64], [64, 64]]"),
+        ("cudaGraphLaunch", "runtime", 10, 5, 1, 1, 500, 10, None),
+        ("cudaLaunchKernel", "runtime", 210, 5, 1, 1, 501, 11, None),
+        ("graph_kernel_a", "kernel", 1000, 50, 0, 7, 500, None, None),
+        ("graph_kernel_b", "kernel", 1040, 50, 0, 7, 500, None, None),
+        ("graph_kernel_c", "kernel", 1200, 50, 0, 7, 500, None, None),
+        ("gemm_kernel", "kernel", 1300, 40, 0, 7, None, None, None),
+    ]
+    cols = list(zip(*rows))
+    events = build_table(
+        {
+            "name": pa.array(cols[0]).dictionary_encode(), "kind": pa.array(cols[1]).dictionary_encode(),
+            "ts": pa.array(cols[2], pa.int64()), "dur": pa.array(cols[3], pa.int64()),
+            "pid": pa.array(cols[4], pa.int64()), "tid": pa.array(cols[5], pa.int64()),
+            "correlation": pa.array(cols[6], pa.int64()), "external_id": pa.array(cols[7], pa.int64()),
+            "input_dims": pa.array(cols[8], pa.string()).dictionary_encode(),
+            "input_types": pa.array([None, '["float", "float"]'] + [None] * 6, pa.string()).dictionary_encode(),
+            "device": pa.array([None] * 4 + [0] * 4, pa.int16()),
+        },
+        len(rows),
+    )  # fmt: skip
+    flows = pa.table(
+        {"id": [501, 501], "cat": ["ac2g", "ac2g"], "phase": ["s", "f"], "ts": [210, 1300], "pid": [1, 0],
+         "tid": [1, 7], "rank": [None, None]}
+    ).cast(FLOW_SCHEMA)  # fmt: skip
+    trace = Trace(events, flows, {"source": "generated"})
+    activities = trace.of_kind("kernel")
+    links = link(activities, trace.of_kind("runtime"), trace.of_kind("cpu_op"), trace.flows)
+    assert links.op_of_activity.tolist() == [0, 0, 0, 1]
+    ops, busy, _ = trace_ops(trace)
+    table = ops.to_pandas().set_index("name")
+    # the graph op: the union of its three kernels (1000..1090 and 1200..1250), not their sum
+    assert table.loc["aten::graph_replay", "measured_ns"] == 140 and table.loc["aten::graph_replay", "kernels"] == 3
+    assert table.loc["aten::mm", "measured_ns"] == 40 and busy == 180

@@ -77,6 +77,8 @@ def _calibrate(args) -> int:
     name, result, path = calibrate(cpu=args.cpu, path=args.ceilings_file)
     print(f"measured ceilings of {name}, saved to {path}")
     print(f"  memory bandwidth {result['memory_bandwidth'] / 1e9:,.1f} GB/s")
+    if result.get("l2_bandwidth"):
+        print(f"  L2 bandwidth {result['l2_bandwidth'] / 1e9:,.1f} GB/s (data up to {result['l2_bytes'] >> 10:,} KiB)")
     for key, value in sorted(result["flops"].items()):
         print(f"  {key:12} {value / 1e12:,.3f} TFLOP/s")
     return 0

@@ -31,12 +31,37 @@ def _best(run, repeats: int) -> float:
     return best
 
 
+def _cache_bytes() -> int:
+    """The size of this CPU's per-core data cache below the shared last level (L2), from sysfs; 1 MiB if
+    unknown."""
+    sizes = {}
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        sizes[level] = int(text.rstrip("KM")) * scale
+    return sizes.get(2, 1 << 20)
+
+
 def measure_cpu(repeats: int = 5) -> dict:
-    """Return this CPU's ceilings: copy bandwidth (bytes read + written per second) and numpy matmul
-    FLOP/s for fp32 and fp64."""
+    """Return this CPU's ceilings: memory bandwidth (a copy well beyond the caches; bytes read + written
+    per second), the bandwidth of data that fits in L2 (a copy of half its size, repeated), and numpy
+    matmul FLOP/s for fp32 and fp64."""
     src = np.ones(CPU_COPY_BYTES // 8)
     dst = np.empty_like(src)
     t = _best(lambda: np.copyto(dst, src), repeats)
+    cache = _cache_bytes()
+    small, small_dst = np.ones(cache // 4 // 8), np.empty(cache // 4 // 8)
+    rounds = max(1, CPU_COPY_BYTES // cache)
+
+    def copies() -> None:
+        for _ in range(rounds):
+            np.copyto(small_dst, small)
+
+    t_cache = _best(copies, repeats) / rounds
     flops = {}
     for key, dtype in (("vector:fp32", np.float32), ("vector:fp64", np.float64)):
         a = np.ones((CPU_GEMM_N, CPU_GEMM_N), dtype)
@@ -44,7 +69,9 @@ def measure_cpu(repeats: int = 5) -> dict:
         flops[key] = 2 * CPU_GEMM_N**3 / _best(lambda a=a: a @ a, repeats)
     # on a CPU the matrix "units" are the same cores
     flops |= {"tensor:fp32": flops["vector:fp32"], "tensor:fp64": flops["vector:fp64"]}
-    return {"flops": flops, "memory_bandwidth": 2 * CPU_COPY_BYTES / t, "link_bandwidth": 2 * CPU_COPY_BYTES / t}
+    bandwidth = 2 * CPU_COPY_BYTES / t
+    return {"flops": flops, "memory_bandwidth": bandwidth, "link_bandwidth": bandwidth,
+            "l2_bytes": cache, "l2_bandwidth": 2 * (cache // 4) / t_cache}  # fmt: skip
 
 
 def measure_gpu(repeats: int = 10) -> tuple[str, dict]:

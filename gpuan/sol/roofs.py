@@ -79,6 +79,8 @@ def measured(device: str, base: Roofs | None, path: str | os.PathLike | None, so
         raise TraceError(source, f"the ceilings saved for {device!r} lack FLOP rates or bandwidth")
     how = f"measured by gpuan sol calibrate on {saved.get('measured_at', '?')}"
     l2 = (base.l2_bytes, base.l2_bandwidth) if base else (0, 0.0)
+    if saved.get("l2_bandwidth"):
+        l2 = (int(saved["l2_bytes"]), float(saved["l2_bandwidth"]))
     return Roofs(device, flops, bandwidth, link, "measured", {"flops": how, "memory_bandwidth": how}, *l2)
 
 

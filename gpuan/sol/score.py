@@ -138,8 +138,12 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     start = _ints(activities, "ts")
     end = start + _ints(activities, "dur", 0)
     measured = busy_time(group, start, end, n)
-    device = _ints(activities, "device", 0)
-    busy = int(busy_time(device - device.min(), start, end, int(device.max() - device.min()) + 1).sum())
+    # each GPU (a rank's device) is busy on its own
+    gpu = np.unique(
+        np.stack([_ints(activities, "rank", 0), _ints(activities, "device", 0)], 1), axis=0, return_inverse=True
+    )[1]
+    gpu = gpu.ravel().astype(np.int64)
+    busy = int(busy_time(gpu, start, end, int(gpu.max()) + 1).sum())
     resolution = 1000 if not ((start % 1000).any() or (end % 1000).any()) else 0
 
     # ops whose GPU work is only copies and fills are bounded by the bytes they moved

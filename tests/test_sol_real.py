@@ -245,3 +245,13 @@ def test_cuda_graph_launch_and_flow_arrows_link_generated_trace():
     # the graph op: the union of its three kernels (1000..1090 and 1200..1250), not their sum
     assert table.loc["aten::graph_replay", "measured_ns"] == 140 and table.loc["aten::graph_replay", "kernels"] == 3
     assert table.loc["aten::mm", "measured_ns"] == 40 and busy == 180
+
+
+def test_nsight_nvtx_ranges_are_phases(data_dir, capsys):
+    # Nsight SQLite has no shapes: its memcpys are scored from their bytes, kernels are unmodelled, and the
+    # NVTX range "saxpy" around the launches is their phase
+    path = str(data_dir / "nsys/saxpy_mpi_cuda_rank0.sqlite")
+    assert main(["sol", path, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "saxpy" in doc["by_phase"] and doc["by_phase"]["saxpy"]["ops"] > 0
+    assert doc["by_layer_type"]["copy"]["ops"] > 0 and doc["totals"]["model_errors"] == 0

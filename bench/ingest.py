@@ -317,6 +317,15 @@ def machine_slug(info: dict) -> str:
     return f"{info['cores']}c-{model}"[:60].strip("-")
 
 
+def save_report(out_dir: str | Path, stem: str, info: dict, text: str) -> Path:
+    """Write a benchmark's Markdown `text` to <out_dir>/<stem>-<date>-<machine>.md and return the path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stem}-{dt.date.today()}-{machine_slug(info)}.md"
+    path.write_text(text)
+    return path
+
+
 def git_commit() -> str:
     """Return the short commit of the checkout (with a note if it has local changes), else 'uncommitted'."""
     try:

@@ -17,7 +17,6 @@ import argparse
 import datetime as dt
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +24,10 @@ import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, machine_slug, versions  # noqa: E402  (shared helpers of the benchmarks)
+from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers of the benchmarks)
 
 from gpuan import devices, engine  # noqa: E402
+from gpuan.sol.calibrate import best_seconds  # noqa: E402
 from gpuan.sol.costs import Call, cost  # noqa: E402
 from gpuan.sol.roofs import datasheet, peak_key  # noqa: E402
 from gpuan.sol.score import OPS_SCHEMA, score_ops  # noqa: E402
@@ -95,15 +95,6 @@ def synth_ops(n: int, calls: list[tuple], rng: np.random.Generator) -> pa.Table:
     return table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA)
 
 
-def best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def per_row(table: pa.Table, roofs) -> None:
     """The anchor: one Python call per op."""
     rows = zip(*(table[c].to_pylist() for c in ("name", "input_dims", "input_types", "concrete_inputs", "measured_ns")))
@@ -130,15 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     roofs = datasheet(devices.lookup("H100"), "bench")
     rows = []
     score_ops(table.slice(0, 1000), roofs, engine=engine.CPU)  # warm numba / imports
-    t_cpu = best_of(lambda: score_ops(table, roofs, engine=engine.CPU))
+    t_cpu = best_seconds(lambda: score_ops(table, roofs, engine=engine.CPU), 3)
     rows.append(("gpuan score_ops, CPU (numpy)", args.ops, t_cpu))
     if engine.gpu_available():
         gpu = engine.select("gpu")
         score_ops(table.slice(0, 1000), roofs, engine=gpu)
-        t_gpu = best_of(lambda: score_ops(table, roofs, engine=gpu))
+        t_gpu = best_seconds(lambda: score_ops(table, roofs, engine=gpu), 3)
         rows.append(("gpuan score_ops, GPU (CuPy)", args.ops, t_gpu))
     sample = table.slice(0, args.anchor_ops)
-    t_anchor = best_of(lambda: per_row(sample, roofs), repeats=1)
+    t_anchor = best_seconds(lambda: per_row(sample, roofs), 1)
     rows.append(("anchor: one Python call per op", args.anchor_ops, t_anchor))
 
     info = machine_info()
@@ -158,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append("\nNo GPU on this machine: the GPU row is measured where CuPy sees a device.")
     text = "\n".join(lines) + "\n"
     print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"sol-{dt.date.today()}-{machine_slug(info)}.md").write_text(text)
+    save_report(args.out, "sol", info, text)
     return 0
 
 

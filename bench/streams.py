@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, machine_slug, versions  # noqa: E402  (shared helpers of the benchmarks)
+from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers of the benchmarks)
 
 from gpuan.streams import check, predict  # noqa: E402
 from gpuan.trace.load import load as load_cached  # noqa: E402
@@ -157,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['n']} | {r['ops']:,} | {r['seconds']:.3f} | {r['ops_per_s']:,.0f} | {r['speedup']:.2f}x |")
     text = "\n".join(lines) + "\n"
     print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"streams-{dt.date.today()}-{machine_slug(info)}.md").write_text(text)
+    save_report(args.out, "streams", info, text)
     return 0
 
 

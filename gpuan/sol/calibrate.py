@@ -22,7 +22,8 @@ CPU_COPY_BYTES, CPU_GEMM_N = 256 << 20, 1536
 GPU_COPY_BYTES, GPU_GEMM_N = 2 << 30, 8192
 
 
-def _best(run, repeats: int) -> float:
+def best_seconds(run, repeats: int) -> float:
+    """Return the shortest wall time of `repeats` calls of `run`, in seconds."""
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -52,7 +53,7 @@ def measure_cpu(repeats: int = 5) -> dict:
     matmul FLOP/s for fp32 and fp64."""
     src = np.ones(CPU_COPY_BYTES // 8)
     dst = np.empty_like(src)
-    t = _best(lambda: np.copyto(dst, src), repeats)
+    t = best_seconds(lambda: np.copyto(dst, src), repeats)
     cache = _cache_bytes()
     small, small_dst = np.ones(cache // 4 // 8), np.empty(cache // 4 // 8)
     rounds = max(1, CPU_COPY_BYTES // cache)
@@ -61,12 +62,12 @@ def measure_cpu(repeats: int = 5) -> dict:
         for _ in range(rounds):
             np.copyto(small_dst, small)
 
-    t_cache = _best(copies, repeats) / rounds
+    t_cache = best_seconds(copies, repeats) / rounds
     flops = {}
     for key, dtype in (("vector:fp32", np.float32), ("vector:fp64", np.float64)):
         a = np.ones((CPU_GEMM_N, CPU_GEMM_N), dtype)
         a @ a  # warm the BLAS threads
-        flops[key] = 2 * CPU_GEMM_N**3 / _best(lambda a=a: a @ a, repeats)
+        flops[key] = 2 * CPU_GEMM_N**3 / best_seconds(lambda a=a: a @ a, repeats)
     # on a CPU the matrix "units" are the same cores
     flops |= {"tensor:fp32": flops["vector:fp32"], "tensor:fp64": flops["vector:fp64"]}
     bandwidth = 2 * CPU_COPY_BYTES / t
@@ -97,10 +98,12 @@ def measure_gpu(repeats: int = 10) -> tuple[str, dict]:
             best = min(best, start.elapsed_time(end) / 1e3)
         return best
 
-    src = torch.empty(GPU_COPY_BYTES, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    bandwidth = 2 * GPU_COPY_BYTES / timed(lambda: dst.copy_(src))  # noqa: F821 (freed below)
-    src = dst = None  # free the copy buffers before the products
+    def copy_bandwidth() -> float:  # its buffers are freed on return, before the products
+        src = torch.empty(GPU_COPY_BYTES, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        return 2 * GPU_COPY_BYTES / timed(lambda: dst.copy_(src))
+
+    bandwidth = copy_bandwidth()
     n, flops = GPU_GEMM_N, {}
     cases = [("vector:fp32", torch.float32, False), ("tensor:tf32", torch.float32, True),
              ("tensor:fp16", torch.float16, False), ("tensor:bf16", torch.bfloat16, False)]  # fmt: skip

@@ -25,11 +25,12 @@ _NOT_PHASES = re.compile(
 )
 
 
-def _ints(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
+def ints(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
+    """Return an integer column as int64 numpy, nulls as `null`."""
     return table[name].combine_chunks().fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _groups(*columns: np.ndarray) -> np.ndarray:
+def group_ids(*columns: np.ndarray) -> np.ndarray:
     """Return one int64 id per distinct tuple of the columns (rows in any order)."""
     stacked = np.stack(columns, axis=1)
     return np.unique(stacked, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
@@ -41,7 +42,7 @@ def match(keys: tuple[np.ndarray, ...], targets: tuple[np.ndarray, ...]) -> np.n
     n = keys[0].shape[0]
     if n == 0 or targets[0].shape[0] == 0:
         return np.full(n, -1, np.int64)
-    ids = _groups(*(np.concatenate([k, t]) for k, t in zip(keys, targets)))
+    ids = group_ids(*(np.concatenate([k, t]) for k, t in zip(keys, targets)))
     key_ids, target_ids = ids[:n], ids[n:]
     first = np.full(ids.max() + 1, -1, np.int64)
     rows = np.arange(target_ids.shape[0])
@@ -60,9 +61,9 @@ def innermost(points: pa.Table, ranges: pa.Table, by: tuple[str, ...]) -> np.nda
     n, m = points.num_rows, ranges.num_rows
     if n == 0 or m == 0:
         return np.full(n, -1, np.int64)
-    start = np.concatenate([_ints(ranges, "ts"), _ints(points, "ts")])
-    end = start + np.concatenate([_ints(ranges, "dur", 0), _ints(points, "dur", 0)])
-    group = _groups(*(np.concatenate([_ints(ranges, c, 0), _ints(points, c, 0)]) for c in by))
+    start = np.concatenate([ints(ranges, "ts"), ints(points, "ts")])
+    end = start + np.concatenate([ints(ranges, "dur", 0), ints(points, "dur", 0)])
+    group = group_ids(*(np.concatenate([ints(ranges, c, 0), ints(points, c, 0)]) for c in by))
     is_range = np.arange(m + n) < m
     # a point's own row never holds it: the nearest range above it in the nesting
     parent = enclosing(group, start, end)
@@ -80,28 +81,28 @@ class Links(NamedTuple):
 
 def link(activities: pa.Table, runtime: pa.Table, ops: pa.Table, flows: pa.Table) -> Links:
     """Return which op and which runtime call launched each GPU activity (kernel, memcpy, memset)."""
-    rank_a, rank_r, rank_o = (_ints(t, "rank", 0) for t in (activities, runtime, ops))
-    corr = _ints(activities, "correlation")
+    rank_a, rank_r, rank_o = (ints(t, "rank", 0) for t in (activities, runtime, ops))
+    corr = ints(activities, "correlation")
     if (corr == -1).any() and flows.num_rows:
         corr = np.where(corr == -1, _flow_ids(activities, flows), corr)
-    runtime_of = match((rank_a, corr), (rank_r, _ints(runtime, "correlation")))
+    runtime_of = match((rank_a, corr), (rank_r, ints(runtime, "correlation")))
 
     # the op of each runtime call: the one its External id names, if that op holds the call on its thread
-    by_id = match((rank_r, _ints(runtime, "external_id")), (rank_o, _ints(ops, "external_id")))
+    by_id = match((rank_r, ints(runtime, "external_id")), (rank_o, ints(ops, "external_id")))
     held = innermost(runtime, ops, ("rank", "pid", "tid"))
     ok = by_id >= 0
     if ok.any():
         r, o = np.flatnonzero(ok), by_id[ok]
-        ts_r, ts_o = _ints(runtime, "ts")[r], _ints(ops, "ts")[o]
-        same_thread = (_ints(runtime, "tid")[r] == _ints(ops, "tid")[o]) & (
-            _ints(runtime, "pid")[r] == _ints(ops, "pid")[o]
+        ts_r, ts_o = ints(runtime, "ts")[r], ints(ops, "ts")[o]
+        same_thread = (ints(runtime, "tid")[r] == ints(ops, "tid")[o]) & (
+            ints(runtime, "pid")[r] == ints(ops, "pid")[o]
         )
-        inside = (ts_o <= ts_r) & (ts_r <= ts_o + _ints(ops, "dur", 0)[o])
+        inside = (ts_o <= ts_r) & (ts_r <= ts_o + ints(ops, "dur", 0)[o])
         ok[r] = same_thread & inside
     op_of_runtime = np.where(ok, by_id, held)
 
     op_of = np.where(runtime_of >= 0, op_of_runtime[np.maximum(runtime_of, 0)] if runtime.num_rows else -1, -1)
-    direct = match((rank_a, _ints(activities, "external_id")), (rank_o, _ints(ops, "external_id")))
+    direct = match((rank_a, ints(activities, "external_id")), (rank_o, ints(ops, "external_id")))
     op_of = np.where((runtime_of < 0) & (direct >= 0), direct, op_of)
     return Links(op_of.astype(np.int64), runtime_of)
 
@@ -112,10 +113,10 @@ def _flow_ids(activities: pa.Table, flows: pa.Table) -> np.ndarray:
     phase = flows["phase"].combine_chunks().dictionary_decode()
     ends = flows.filter(pc.and_(pc.equal(cat, "ac2g"), pc.is_in(phase, pa.array(["f", "t"]))))
     rows = match(
-        tuple(_ints(activities, c, 0) for c in ("rank", "pid", "tid", "ts")),
-        tuple(_ints(ends, c, 0) for c in ("rank", "pid", "tid", "ts")),
+        tuple(ints(activities, c, 0) for c in ("rank", "pid", "tid", "ts")),
+        tuple(ints(ends, c, 0) for c in ("rank", "pid", "tid", "ts")),
     )
-    ids = _ints(ends, "id")
+    ids = ints(ends, "id")
     return np.where(rows >= 0, ids[np.maximum(rows, 0)] if ends.num_rows else -1, -1)
 
 
@@ -145,9 +146,9 @@ def phase_paths(annotations: pa.Table) -> tuple[pa.Table, list[str]]:
 
 
 def _parents_of_ranges(ranges: pa.Table) -> np.ndarray:
-    start = _ints(ranges, "ts")
-    end = start + _ints(ranges, "dur", 0)
-    group = _groups(*(_ints(ranges, c, 0) for c in ("rank", "pid", "tid")))
+    start = ints(ranges, "ts")
+    end = start + ints(ranges, "dur", 0)
+    group = group_ids(*(ints(ranges, c, 0) for c in ("rank", "pid", "tid")))
     return enclosing(group, start, end)
 
 

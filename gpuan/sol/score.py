@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ from gpuan.engine import Engine, current
 from gpuan.engine.intervals import busy_time
 from gpuan.sol.costs import CATEGORIES, Call, cost
 from gpuan.sol.dtypes import dtype_of
-from gpuan.sol.link import link, phase_paths, phases_of
+from gpuan.sol.link import group_ids, ints, link, phase_paths, phases_of
 from gpuan.sol.roofs import Roofs, peak_key, roofs_for
 from gpuan.trace.nesting import ancestor_where, enclosing
 from gpuan.trace.table import Trace
@@ -90,26 +91,35 @@ def score(
     ``gpuan sol calibrate``. ``tf32`` scores FP32 matrix ops against TF32 tensor cores."""
     source = str(trace.metadata.get("source", ""))
     roofs = roofs_for(trace.metadata, device, ceilings, ceilings_file, source)
-    ops, busy, resolution = trace_ops(trace)
-    scored = score_ops(ops, roofs, tf32=tf32, resolution_ns=resolution, engine=engine)
-    on_cpu = trace.of_kind("kernel", "memcpy", "memset").num_rows == 0
-    return Scored(scored, roofs, busy, source, on_cpu)
+    found = trace_ops(trace)
+    scored = score_ops(found.ops, roofs, tf32=tf32, resolution_ns=found.resolution_ns, engine=engine)
+    return Scored(scored, roofs, found.busy_ns, source, found.on_cpu)
 
 
 # --- trace → ops ----------------------------------------------------------------------------------------
-
-
-def _ints(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
-    return table[name].combine_chunks().fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _strings(table: pa.Table, name: str) -> pa.Array:
     return table[name].combine_chunks().cast(_STR) if table.num_rows else pa.array([], _STR)
 
 
-def trace_ops(trace: Trace) -> tuple[pa.Table, int, int]:
-    """Return (ops, busy_ns, resolution_ns): one row per op to score (:data:`OPS_SCHEMA`), the time their
-    share is taken of, and the resolution of the trace's clock (1000 where every time is a whole µs).
+class TraceOps(NamedTuple):
+    """``ops``: one row per op to score (:data:`OPS_SCHEMA`); ``busy_ns``: the time their share is taken of;
+    ``resolution_ns``: the resolution of the trace's clock (1000 where every time is a whole µs);
+    ``on_cpu``: the trace has no GPU activity."""
+
+    ops: pa.Table
+    busy_ns: int
+    resolution_ns: int
+    on_cpu: bool
+
+
+def _resolution(start: np.ndarray, end: np.ndarray) -> int:
+    return 0 if (start % 1000).any() or (end % 1000).any() else 1000
+
+
+def trace_ops(trace: Trace) -> TraceOps:
+    """Return the ops of `trace` to score, with their measured time.
 
     With GPU activity: the leaf ops that launched kernels, memcpys or memsets, each measured as the union of
     its activities' intervals, plus one row per activity no op launched (it counts as unmodelled). Without
@@ -123,7 +133,7 @@ def trace_ops(trace: Trace) -> tuple[pa.Table, int, int]:
     return _cpu_ops(ops, phases, paths)
 
 
-def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table, paths: list[str]):
+def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
     runtime = trace.of_kind("runtime")
     links = link(activities, runtime, ops, trace.flows)
     op_of = links.op_of_activity
@@ -135,16 +145,12 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     group[lone] = launched.size + np.arange(lone.size)
     n = launched.size + lone.size
 
-    start = _ints(activities, "ts")
-    end = start + _ints(activities, "dur", 0)
+    start = ints(activities, "ts")
+    end = start + ints(activities, "dur", 0)
     measured = busy_time(group, start, end, n)
     # each GPU (a rank's device) is busy on its own
-    gpu = np.unique(
-        np.stack([_ints(activities, "rank", 0), _ints(activities, "device", 0)], 1), axis=0, return_inverse=True
-    )[1]
-    gpu = gpu.ravel().astype(np.int64)
+    gpu = group_ids(ints(activities, "rank", 0), ints(activities, "device", 0))
     busy = int(busy_time(gpu, start, end, int(gpu.max()) + 1).sum())
-    resolution = 1000 if not ((start % 1000).any() or (end % 1000).any()) else 0
 
     # ops whose GPU work is only copies and fills are bounded by the bytes they moved
     kind = activities["kind"].combine_chunks().dictionary_decode().to_numpy(zero_copy_only=False)
@@ -153,7 +159,7 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     )
     is_copy = (kind == "memcpy") | (kind == "memset")
     over_link = np.isin(np.char.lower(copy_kind.astype(str)), ["htod", "dtoh", "htoh"]) & (kind == "memcpy")
-    nbytes = _ints(activities, "bytes")
+    nbytes = ints(activities, "bytes")
     all_copy = np.bincount(group, weights=~is_copy, minlength=n) == 0
     bytes_known = all_copy & (np.bincount(group, weights=nbytes < 0, minlength=n) == 0)
     copy_bytes = np.bincount(group, weights=np.maximum(nbytes, 0), minlength=n).astype(np.int64)
@@ -164,7 +170,10 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     launched_ops = ops.take(pa.array(launched))
     lone_acts = activities.take(pa.array(lone))
     phase = np.concatenate(
-        [phases_of(launched_ops, phases, paths), _activity_phases(trace, lone_acts, links, lone, phases, paths)]
+        [
+            phases_of(launched_ops, phases, paths),
+            _activity_phases(trace, runtime, lone_acts, links, lone, phases, paths),
+        ]
     )
     table = pa.table(
         {
@@ -174,8 +183,8 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
             "input_dims": pa.concat_arrays([_strings(launched_ops, "input_dims"), pa.nulls(lone.size, _STR)]),
             "input_types": pa.concat_arrays([_strings(launched_ops, "input_types"), pa.nulls(lone.size, _STR)]),
             "concrete_inputs": pa.concat_arrays([_strings(launched_ops, "concrete_inputs"), pa.nulls(lone.size, _STR)]),
-            "rank": np.concatenate([_ints(launched_ops, "rank", 0), _ints(lone_acts, "rank", 0)]).astype(np.int32),
-            "ts": np.concatenate([_ints(launched_ops, "ts"), start[lone]]),
+            "rank": np.concatenate([ints(launched_ops, "rank", 0), ints(lone_acts, "rank", 0)]).astype(np.int32),
+            "ts": np.concatenate([ints(launched_ops, "ts"), start[lone]]),
             "measured_ns": measured.astype(np.int64),
             "kernels": np.bincount(group, minlength=n).astype(np.int32),
             "copy_bytes": pa.array(copy_bytes, mask=~bytes_known),
@@ -183,10 +192,10 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
             "tf32": tf32,
         }
     )
-    return table.cast(OPS_SCHEMA), busy, resolution
+    return TraceOps(table.cast(OPS_SCHEMA), busy, _resolution(start, end), False)
 
 
-def _activity_phases(trace, activities, links, rows, phases, paths) -> np.ndarray:
+def _activity_phases(trace, runtime, activities, links, rows, phases, paths) -> np.ndarray:
     """Phases of activities no op launched: from the runtime call that launched them, else the GPU-side
     annotation (``gpu_user_annotation``) that holds them on their stream."""
     if not activities.num_rows:
@@ -195,21 +204,19 @@ def _activity_phases(trace, activities, links, rows, phases, paths) -> np.ndarra
     runtime_rows = links.runtime_of_activity[rows]
     has = runtime_rows >= 0
     if has.any():
-        runtime = trace.of_kind("runtime").take(pa.array(runtime_rows[has]))
-        out[has] = phases_of(runtime, phases, paths)
+        out[has] = phases_of(runtime.take(pa.array(runtime_rows[has])), phases, paths)
     gpu_phases, gpu_paths = phase_paths(trace.of_kind("gpu_annotation"))
     if gpu_phases.num_rows and (~has).any():
         out[~has] = phases_of(activities.filter(pa.array(~has)), gpu_phases, gpu_paths)
     return out
 
 
-def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]):
+def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
     if not ops.num_rows:
-        return pa.table({f.name: pa.array([], f.type) for f in OPS_SCHEMA}), 0, 0
-    start = _ints(ops, "ts")
-    end = start + _ints(ops, "dur", 0)
-    group = np.unique(np.stack([_ints(ops, c, 0) for c in ("rank", "pid", "tid")], 1), axis=0, return_inverse=True)[1]
-    group = group.ravel().astype(np.int64)
+        return TraceOps(OPS_SCHEMA.empty_table(), 0, 0, True)
+    start = ints(ops, "ts")
+    end = start + ints(ops, "dur", 0)
+    group = group_ids(*(ints(ops, c, 0) for c in ("rank", "pid", "tid")))
     parent = enclosing(group, start, end)
     modelled = _has_model(ops)
     above = ancestor_where(parent, modelled)
@@ -230,7 +237,7 @@ def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]):
             "input_dims": _strings(chosen, "input_dims"),
             "input_types": _strings(chosen, "input_types"),
             "concrete_inputs": _strings(chosen, "concrete_inputs"),
-            "rank": _ints(chosen, "rank", 0).astype(np.int32),
+            "rank": ints(chosen, "rank", 0).astype(np.int32),
             "ts": start[rows],
             "measured_ns": (end - start)[rows],
             "kernels": np.zeros(rows.size, np.int32),
@@ -239,8 +246,7 @@ def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]):
             "tf32": np.zeros(rows.size, bool),
         }
     )
-    resolution = 1000 if not ((start % 1000).any() or (end % 1000).any()) else 0
-    return table.cast(OPS_SCHEMA), busy, resolution
+    return TraceOps(table.cast(OPS_SCHEMA), busy, _resolution(start, end), True)
 
 
 def _has_model(ops: pa.Table) -> np.ndarray:

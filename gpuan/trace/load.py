@@ -16,7 +16,7 @@ from gpuan.trace import parquet
 from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet", ".otf2")
 _RANK_IN_NAME = re.compile(r"(?:rank|_r|-r)[_-]?(\d+)", re.IGNORECASE)
 
 Progress = Callable[[int, int], None]
@@ -56,6 +56,10 @@ def load(
     by ``gpuan convert``), the cache is read instead. `rank` sets the rank of a single file's events.
     """
     path = Path(path)
+    from gpuan.trace.otf2 import anchor_of, read_otf2
+
+    if anchor_of(path) is not None:
+        return read_otf2(path) if rank is None else with_rank(read_otf2(path), rank)
     if path.is_dir():
         return _load_rank_dir(path, use_cache=use_cache, progress=progress)
     if use_cache and path.exists():

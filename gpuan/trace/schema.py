@@ -109,6 +109,8 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("input_dims", _DICT32, "CPU op input shapes, JSON text, e.g. [[512, 128], [128]]"),
     ("input_types", _DICT32, "CPU op input dtypes, JSON text"),
     ("concrete_inputs", _DICT32, "CPU op scalar inputs, JSON text"),
+    ("peer", pa.int32(), "point-to-point partner rank: the receiver of a send, the sender of a receive"),
+    ("tag", pa.int64(), "point-to-point message tag (MPI)"),
 )
 
 SCHEMA: pa.Schema = pa.schema([(n, t) for n, t, _ in COLUMNS])

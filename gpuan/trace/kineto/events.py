@@ -95,7 +95,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
-    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size"):
+    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size", "peer"):
         cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int32()))
     for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
         cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int64()))

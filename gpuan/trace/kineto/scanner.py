@@ -37,6 +37,7 @@ F32 = (
     "ph", "bp", "cat", "name", "pid_str", "tid_str", "device", "grid_x", "grid_y", "grid_z",
     "block_x", "block_y", "block_z", "registers", "group_size", "collective", "dtype", "pg_name",
     "pg_ranks", "input_dims", "input_types", "concrete_inputs", "arg_name", "arg_labels", "arg_kind",
+    "peer",
 )  # fmt: skip
 I64 = {n: i for i, n in enumerate(F64)}
 I32 = {n: i for i, n in enumerate(F32)}
@@ -92,6 +93,9 @@ A_GROUP = np.uint64(key_hash("Group size"))
 A_DTYPE = np.uint64(key_hash("dtype"))
 A_PG_NAME = np.uint64(key_hash("Process Group Name"))
 A_PG_RANKS = np.uint64(key_hash("Process Group Ranks"))
+# PyTorch names the other side of a send/recv "Dst Rank"/"Src Rank" (record_param_comms)
+A_DST = np.uint64(key_hash("Dst Rank"))
+A_SRC = np.uint64(key_hash("Src Rank"))
 A_SEQ = np.uint64(key_hash("Sequence number"))
 A_FWD = np.uint64(key_hash("Fwd thread id"))
 A_IN_DIMS = np.uint64(key_hash("Input Dims"))
@@ -109,7 +113,7 @@ S_IN_N, S_OUT_N, S_SEQ, S_FWD, S_SORT = range(10, 15)
 T_PH, T_BP, T_CAT, T_NAME, T_PID_STR, T_TID_STR, T_DEVICE = range(7)
 T_GRID, T_BLOCK = 7, 10
 T_REGS, T_GROUP, T_COLL, T_DTYPE, T_PG_NAME, T_PG_RANKS = range(13, 19)
-T_IN_DIMS, T_IN_TYPES, T_CONCRETE, T_ARG_NAME, T_ARG_LABELS, T_ARG_KIND = range(19, 25)
+T_IN_DIMS, T_IN_TYPES, T_CONCRETE, T_ARG_NAME, T_ARG_LABELS, T_ARG_KIND, T_PEER = range(19, 26)
 
 # Intern-table state slots.
 ST_UNIQUE, ST_POOL = 0, 1
@@ -547,6 +551,8 @@ def _arg_target(h):
         return INT32, T_REGS
     if h == A_GROUP:
         return INT32, T_GROUP
+    if h == A_DST or h == A_SRC:
+        return INT32, T_PEER
     if h == A_GRID:
         return TRIPLE, T_GRID
     if h == A_BLOCK:

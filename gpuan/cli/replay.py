@@ -1,0 +1,57 @@
+"""``gpuan replay RUN_DIR``: wait states, stragglers, time breakdown and communication matrix across the
+per-rank traces of a run; under ``mpirun -np P`` the ranks are shared among P processes."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_parser(sub) -> None:
+    from gpuan.replay.deal import DEALS
+    from gpuan.replay.report import FORMATS
+    from gpuan.replay.run import ANALYSES
+
+    p = sub.add_parser(
+        "replay", help="cross-rank analysis of a run's per-rank traces (runs under mpirun too)",
+        description="Replay the per-rank traces of RUN_DIR (a directory of per-rank traces, or an OTF2 archive): "
+        "collective and point-to-point wait states, stragglers per step, time breakdown per rank, communication "
+        "matrix. Under 'mpirun -np P gpuan replay ...' each process reads only its share of the ranks.",
+    )  # fmt: skip
+    p.add_argument("run_dir", metavar="RUN_DIR", help="directory of per-rank traces, or an OTF2 archive")
+    p.add_argument("--analysis", default=",".join(ANALYSES), metavar="LIST",
+                   help=f"comma-separated, from: {', '.join(ANALYSES)} (default: all)")  # fmt: skip
+    p.add_argument("-o", "--output", metavar="OUT", help="directory to write the tables to")
+    p.add_argument("--table-format", choices=FORMATS, default="csv", help="format of the tables (default: csv)")
+    p.add_argument("--html", metavar="FILE.html", help="write the HTML view")
+    p.add_argument("--deal", choices=DEALS, default="round-robin",
+                   help="how ranks are shared among processes: rank r to process r %% P, or by file size")  # fmt: skip
+    p.add_argument("--align-clocks", action="store_true",
+                   help="apply the clock offsets estimated from collective completion before matching")  # fmt: skip
+    p.add_argument("--top", type=int, default=5, help="stragglers to name (default: 5)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from gpuan.errors import TraceError
+    from gpuan.replay.report import summary, write_html, write_tables
+    from gpuan.replay.run import ANALYSES, replay
+
+    analyses = tuple(a.strip() for a in args.analysis.split(",") if a.strip())
+    unknown = sorted(set(analyses) - set(ANALYSES))
+    if unknown:
+        raise TraceError(args.analysis, f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
+    result = replay(args.run_dir, analyses=analyses, deal_by=args.deal, align_clocks=args.align_clocks)
+    if result is None:  # not process 0: it only helped
+        return 0
+    if args.output:
+        write_tables(result, args.output, args.table_format)
+    if args.html:
+        write_html(result, args.html)
+    if args.format == "json":
+        out = {name: json.loads(df.to_json(orient="records")) for name, df in result.tables.items()}
+        out["clock_offsets_ns"] = result.offsets.tolist()
+        print(json.dumps(out, indent=1))
+    else:
+        print(summary(result, args.top))
+    return 0

@@ -1,0 +1,156 @@
+"""Collective matching and its wait states, over the records of every member rank of some collectives.
+
+The k-th call of a process group on each member rank is one collective. With Enter/Leave the start and
+end of each member's call:
+- N x N (all-reduce, all-gather, reduce-scatter, all-to-all, barrier): a member waits
+  max(0, min(latest Enter, own Leave) - own Enter); the latest arriver is the culprit;
+- Late Broadcast (broadcast, scatter, with a known root): the same against the root's Enter;
+- Early Reduce (reduce, gather, with a known root): the root waits for the latest other member.
+Transfer time is the last Leave minus the latest Enter. A collective is ``complete`` when all of its
+group's members are in the run, ``consistent`` when they agree on the operation and the message size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OPS
+
+#: per record: what the owner of its collective found
+WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])
+#: per collective
+COLLECTIVE = np.dtype(
+    [
+        ("pg", np.int64), ("seq", np.int64), ("op", np.int16), ("step", np.int64), ("members", np.int32),
+        ("present", np.int32), ("nbytes", np.int64), ("first_enter", np.int64), ("last_enter", np.int64),
+        ("late_rank", np.int32), ("skew", np.int64), ("total_wait", np.int64), ("max_wait", np.int64),
+        ("transfer", np.int64), ("last_leave", np.int64), ("complete", np.bool_), ("consistent", np.bool_),
+    ]
+)  # fmt: skip
+
+_BY_ROOT = np.array([OPS[i] in ONE_TO_N for i in range(len(OPS))], bool)
+_TO_ROOT = np.array([OPS[i] in N_TO_ONE for i in range(len(OPS))], bool)
+
+
+def owner_of(pg: np.ndarray, seq: np.ndarray, n_procs: int) -> np.ndarray:
+    """Return the replay process that matches each collective (the same for all of its records)."""
+    h = (pg.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ seq.astype(np.uint64)
+    return (h % np.uint64(n_procs)).astype(np.int64)
+
+
+def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (per-record waits, dtype :data:`WAIT`, in the order of `recs`; one row per collective, dtype
+    :data:`COLLECTIVE`, ordered by group and number) for collective records (dtype ``CALL``) that hold all
+    the present members' records of each collective. `offsets[rank]` (ns) is subtracted from the
+    times of that rank's records first (clock alignment)."""
+    assert recs.dtype == CALL
+    enter = recs["enter"].copy()
+    leave = recs["leave"].copy()
+    if offsets is not None and recs.size:
+        enter -= offsets[recs["rank"]]
+        leave -= offsets[recs["rank"]]
+    order = np.lexsort((recs["rank"], recs["seq"], recs["pg"]))
+    r = recs[order]
+    en, lv = enter[order], leave[order]
+    waits = np.zeros(recs.size, WAIT)
+    if recs.size == 0:
+        return waits, np.zeros(0, COLLECTIVE)
+    key_change = (r["pg"][1:] != r["pg"][:-1]) | (r["seq"][1:] != r["seq"][:-1])
+    starts = np.concatenate(([0], np.flatnonzero(key_change) + 1))
+    group = np.repeat(np.arange(starts.size), np.diff(np.append(starts, r.size)))
+
+    last_enter = np.maximum.reduceat(en, starts)
+    first_enter = np.minimum.reduceat(en, starts)
+    last_leave = np.maximum.reduceat(lv, starts)
+    # the culprit: the latest arriver, the lowest rank among equals (records are by rank within a group)
+    is_last = en == last_enter[group]
+    late_pos = np.minimum.reduceat(np.where(is_last, np.arange(r.size), r.size), starts)
+    late_rank = r["rank"][late_pos]
+
+    op = r["op"][starts]
+    root = r["peer"]
+    # who each member waits for: the latest arriver, or for rooted collectives the root / the last sender
+    ref = last_enter[group].copy()
+    by_root = _BY_ROOT[r["op"]] & (root >= 0)
+    if by_root.any():
+        root_enter = _enter_of(r["rank"], root, group, en)
+        known = by_root & (root_enter != np.iinfo(np.int64).min)
+        ref[known] = root_enter[known]
+        ref[known & (r["rank"] == root)] = en[known & (r["rank"] == root)]  # the root waits for nobody
+    to_root = _TO_ROOT[r["op"]] & (root >= 0)
+    if to_root.any():
+        others_last = np.maximum.reduceat(np.where(r["rank"] == root, np.iinfo(np.int64).min, en), starts)
+        ref[to_root] = np.where(r["rank"][to_root] == root[to_root], others_last[group][to_root], en[to_root])
+    wait = np.maximum(0, np.minimum(ref, lv) - en)
+
+    w = np.zeros(r.size, WAIT)
+    w["rank"], w["row"], w["wait"] = r["rank"], r["row"], wait
+    w["delay"] = en - first_enter[group]
+    w["culprit"] = np.arange(r.size) == late_pos[group]
+    waits[order] = w
+
+    present = np.diff(np.append(starts, r.size)).astype(np.int32)
+    colls = np.zeros(starts.size, COLLECTIVE)
+    colls["pg"], colls["seq"], colls["op"] = r["pg"][starts], r["seq"][starts], op
+    colls["step"] = np.minimum.reduceat(r["step"], starts)
+    colls["members"] = np.maximum.reduceat(r["members"], starts)
+    colls["present"] = present
+    colls["nbytes"] = np.maximum.reduceat(r["nbytes"], starts)
+    colls["first_enter"], colls["last_enter"], colls["last_leave"] = first_enter, last_enter, last_leave
+    colls["late_rank"] = late_rank
+    colls["skew"] = last_enter - first_enter
+    colls["total_wait"] = np.add.reduceat(wait, starts)
+    colls["max_wait"] = np.maximum.reduceat(wait, starts)
+    colls["transfer"] = np.maximum(0, last_leave - last_enter)
+    colls["complete"] = present >= colls["members"]
+    same_op = np.minimum.reduceat(r["op"], starts) == np.maximum.reduceat(r["op"], starts)
+    sizes = np.where(r["nbytes"] > 0, r["nbytes"], -1)
+    lo = np.minimum.reduceat(np.where(sizes < 0, np.iinfo(np.int64).max, sizes), starts)
+    hi = np.maximum.reduceat(sizes, starts)
+    colls["consistent"] = same_op & ((hi < 0) | (lo == hi))
+    return waits, colls
+
+
+def _enter_of(rank: np.ndarray, who: np.ndarray, group: np.ndarray, enter: np.ndarray) -> np.ndarray:
+    """Return, per record, the Enter of rank `who[i]`'s record in the same group (int64 min if absent)."""
+    key = group.astype(np.int64) * (1 << 32) + rank
+    want = group.astype(np.int64) * (1 << 32) + who
+    order = np.argsort(key, kind="stable")
+    at = np.clip(np.searchsorted(key[order], want), 0, key.size - 1)
+    hit = key[order][at] == want
+    return np.where(hit, enter[order][at], np.iinfo(np.int64).min)
+
+
+#: one member's Leave minus the mean Leave of its collective
+DEVIATION = np.dtype([("rank", np.int32), ("dev", np.float64)])
+
+
+def leave_deviations(recs: np.ndarray) -> np.ndarray:
+    """Return, for each member of each complete collective among `recs` (all present members' records of
+    each collective), its Leave minus the collective's mean Leave (dtype :data:`DEVIATION`)."""
+    if recs.size == 0:
+        return np.zeros(0, DEVIATION)
+    order = np.lexsort((recs["rank"], recs["seq"], recs["pg"]))
+    r = recs[order]
+    change = (r["pg"][1:] != r["pg"][:-1]) | (r["seq"][1:] != r["seq"][:-1])
+    starts = np.concatenate(([0], np.flatnonzero(change) + 1))
+    counts = np.diff(np.append(starts, r.size))
+    group = np.repeat(np.arange(starts.size), counts)
+    mean_leave = np.add.reduceat(r["leave"].astype(np.float64), starts) / counts
+    full = (counts >= np.maximum.reduceat(r["members"], starts)) & (counts > 1)
+    keep = full[group]
+    out = np.zeros(int(keep.sum()), DEVIATION)
+    out["rank"], out["dev"] = r["rank"][keep], r["leave"][keep] - mean_leave[group][keep]
+    return out
+
+
+def clock_offsets(deviations: np.ndarray, n_ranks: int) -> np.ndarray:
+    """Return each rank's estimated clock offset in ns (0 for ranks without evidence): the median of its
+    :func:`leave_deviations`, since all members of a collective leave it nearly together. Medians keep
+    the odd collective whose members leave apart from moving the estimate."""
+    out = np.zeros(n_ranks, np.int64)
+    order = np.lexsort((deviations["dev"], deviations["rank"]))
+    d = deviations[order]
+    for k in np.unique(d["rank"]):
+        out[k] = int(np.round(np.median(d["dev"][d["rank"] == k])))
+    return out

@@ -1,0 +1,271 @@
+"""One rank's communication calls, as typed records: what the cross-rank analyses exchange.
+
+Which events are the calls, per trace:
+- a GPU trace with NCCL/RCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``, every naming generation):
+  the kernels, because a collective waits for its peers on the GPU, inside its kernel;
+- otherwise the CPU-side collective ops (``gloo:*``, ``nccl:*`` ranges, which for Gloo span the blocking
+  execution on its worker threads) and MPI calls (OTF2 regions with a peer or a collective).
+``record_param_comms`` only annotates: its sizes and process group reach the kernels through the trace.
+
+A call's process group is its ``pg_name`` (``Process Group Name``), else its NCCL stream (one
+communicator per stream in PyTorch), else the world. Calls of a group are numbered in order of entry on
+each rank; the k-th call of a group on every member rank is one collective.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+
+import numpy as np
+import pyarrow as pa
+
+from gpuan.engine import CPU
+from gpuan.replay.walk import walk
+from gpuan.trace.table import Trace
+
+#: operation names (the ``op`` code of a record indexes this)
+OPS: tuple[str, ...] = (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier", "broadcast", "reduce",
+    "gather", "scatter", "scan", "send", "recv", "send_recv", "other",
+)  # fmt: skip
+OP = {name: i for i, name in enumerate(OPS)}
+#: every member waits for the last to arrive
+N_TO_N = frozenset(
+    {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier", "scan", "send_recv", "other"}
+)
+#: the root sends: the others wait for the root (Late Broadcast)
+ONE_TO_N = frozenset({"broadcast", "scatter"})
+#: the root receives: the root waits for the last sender (Early Reduce)
+N_TO_ONE = frozenset({"reduce", "gather"})
+
+COLLECTIVE, SEND, RECV = 0, 1, 2
+
+#: the record of one communication call
+CALL = np.dtype(
+    [
+        ("rank", np.int32), ("kind", np.int8), ("op", np.int16), ("members", np.int32), ("peer", np.int32),
+        ("pg", np.int64), ("seq", np.int64), ("tag", np.int64), ("nbytes", np.int64), ("enter", np.int64),
+        ("leave", np.int64), ("step", np.int64), ("row", np.int64),
+    ]
+)  # fmt: skip
+
+_NCCL_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
+_CPU_COLLECTIVE = re.compile(r"^(?:gloo|nccl|ucc|mpi):(\w+)$")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# without ProfilerStep ranges, a step starts where a data-parallel wrapper's forward does
+_FORWARD = re.compile(r"^(?:DistributedDataParallel|FullyShardedDataParallel)\.forward$")
+
+_ALIASES = {
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "all_reduce_coalesced": "all_reduce",
+    "allgather": "all_gather", "all_gather_base": "all_gather", "all_gather_into_tensor": "all_gather",
+    "allgather_into_tensor_coalesced": "all_gather", "allgather_base": "all_gather", "allgatherv": "all_gather",
+    "allgather_coalesced": "all_gather", "reducescatter": "reduce_scatter", "reduce_scatter_base": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "alltoall": "all_to_all", "alltoall_base": "all_to_all", "all_to_allv": "all_to_all", "alltoallv": "all_to_all",
+    "all_to_all_single": "all_to_all", "bcast": "broadcast", "sendrecv": "send_recv", "exscan": "scan",
+    "reduce_scatter_block": "reduce_scatter", "gatherv": "gather", "scatterv": "scatter", "ibarrier": "barrier",
+}  # fmt: skip
+
+#: bytes per element of the dtype spellings traces use
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+    "long": 8, "int64": 8, "long int": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1,
+    "byte": 1, "bool": 1, "int8": 1, "uint8": 1, "unsigned char": 1, "signed char": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::half": 2, "c10::bfloat16": 2,
+}  # fmt: skip
+
+
+def op_name(name: str, collective: str | None = None) -> str:
+    """Return the normalised operation of a call from its ``collective`` column or event name."""
+    raw = collective or ""
+    if not raw:
+        m = _NCCL_KERNEL.match(name) or _CPU_COLLECTIVE.match(name)
+        raw = m.group(1) if m else name
+    key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", raw).lower().lstrip("_").removeprefix("mpi_")
+    key = _ALIASES.get(key, _ALIASES.get(key.replace("_", ""), key))
+    return key if key in OP else "other"
+
+
+def pg_id(key: str) -> int:
+    """Return the 63-bit id of a process-group key, the same in every process (no exchange of names)."""
+    return zlib.crc32(key.encode()) | (zlib.adler32(key.encode()) << 32) & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def is_comm_name(names: np.ndarray) -> np.ndarray:
+    """Return, per event name, whether it is a communication call (NCCL kernel or CPU collective op)."""
+    return np.array([bool(_NCCL_KERNEL.match(n) or _CPU_COLLECTIVE.match(n)) for n in names], bool)
+
+
+def _texts(events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return (codes per event, dictionary as an object array) of a dictionary column."""
+    col = events[name].combine_chunks()
+    codes = CPU.column(col)
+    values = np.array(col.dictionary.to_pylist() + [None], object)
+    return codes, values
+
+
+def _nbytes_from_inputs(dims: str | None, types: str | None) -> int:
+    # Gloo's ranges carry only their tensor's shape and dtype
+    try:
+        shape, dtype = json.loads(dims)[0], json.loads(types)[0]
+        return int(np.prod(shape)) * DTYPE_BYTES.get(str(dtype).lower(), 0) if isinstance(shape, list) else 0
+    except (TypeError, ValueError, IndexError, json.JSONDecodeError):
+        return 0
+
+
+def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[int, str]]:
+    """Return (records of `rank`'s communication calls in order of entry, dtype :data:`CALL`; the names of
+    their process groups by id). `world` is the number of ranks of the job (a group's default size)."""
+    ev = trace.events
+    n = ev.num_rows
+    if n == 0:
+        return np.empty(0, CALL), {}
+    name_code, names = _texts(ev, "name")
+    kind = CPU.column(ev["kind"])
+    kinds = tuple(ev["kind"].combine_chunks().dictionary.to_pylist())
+    ts, dur = CPU.column(ev["ts"]), CPU.column(ev["dur"], null=0)
+    end = ts + np.maximum(dur, 0)
+
+    unique = names[:-1].astype(str) if names.size > 1 else np.empty(0, str)
+    kernel = kinds.index("kernel") if "kernel" in kinds else -1
+    nccl_name = np.append(np.array([bool(_NCCL_KERNEL.match(s)) for s in unique], bool), False)
+    cpu_name = np.append(np.array([bool(_CPU_COLLECTIVE.match(s)) for s in unique], bool), False)
+    gpu_calls = (kind == kernel) & nccl_name[name_code]
+    if gpu_calls.any():
+        is_call = gpu_calls
+    else:
+        cpu_kinds = np.array([k in ("cpu_op", "annotation") for k in kinds], bool)
+        is_call = cpu_kinds[kind] & cpu_name[name_code]
+        comm_kind = np.array([k == "comm" for k in kinds], bool)
+        peer_col = CPU.column(ev["peer"], null=-1)
+        coll_code = CPU.column(ev["collective"])
+        is_call |= comm_kind[kind] & ((peer_col >= 0) | (coll_code >= 0))
+    rows = np.flatnonzero(is_call)
+
+    step_of = _steps(ev, names, name_code, kind, kinds, ts, end, rows)
+    recs = np.zeros(rows.size, CALL)
+    if rows.size == 0:
+        return recs, {}
+    coll_code, colls = _texts(ev, "collective")
+    pg_code, pgs = _texts(ev, "pg_name")
+    dims_code, dims = _texts(ev, "input_dims")
+    types_code, types = _texts(ev, "input_types")
+    dtype_code, dtypes = _texts(ev, "dtype")
+    group_size = CPU.column(ev["group_size"], null=-1)[rows]
+    nbytes = CPU.column(ev["bytes"], null=-1)[rows]
+    nelems = np.maximum(CPU.column(ev["in_msg_nelems"], null=-1), CPU.column(ev["out_msg_nelems"], null=-1))[rows]
+    peer = CPU.column(ev["peer"], null=-1)[rows]
+    tag = CPU.column(ev["tag"], null=0)[rows]
+    stream = CPU.column(ev["stream"], null=-1)[rows]
+
+    ops = np.array([OP[op_name(str(names[c]), colls[k])] for c, k in zip(name_code[rows], coll_code[rows])], np.int16)
+    pg_names: dict[int, str] = {}
+    pg = np.empty(rows.size, np.int64)
+    for i, (p, s) in enumerate(zip(pg_code[rows], stream)):
+        key = f"pg {pgs[p]}" if pgs[p] is not None else (f"stream {s}" if s >= 0 else "world")
+        pg[i] = pg_id(key)
+        pg_names[int(pg[i])] = key
+    for i in np.flatnonzero(nbytes < 0):
+        r = rows[i]
+        size = DTYPE_BYTES.get(str(dtypes[dtype_code[r]]).lower(), 0)
+        nbytes[i] = (
+            nelems[i] * size
+            if nelems[i] >= 0 and size
+            else _nbytes_from_inputs(dims[dims_code[r]], types[types_code[r]])
+        )
+
+    send_ops = np.isin(ops, [OP["send"]]) | ((peer >= 0) & _named(names, name_code[rows], "send"))
+    recv_ops = np.isin(ops, [OP["recv"]]) | ((peer >= 0) & _named(names, name_code[rows], "recv"))
+    recs["rank"] = rank
+    recs["kind"] = np.where(send_ops & (peer >= 0), SEND, np.where(recv_ops & (peer >= 0), RECV, COLLECTIVE))
+    recs["op"] = np.where(recs["kind"] == SEND, OP["send"], np.where(recs["kind"] == RECV, OP["recv"], ops))
+    recs["members"] = np.where(group_size > 0, group_size, world)
+    recs["peer"] = peer
+    recs["pg"] = pg
+    recs["tag"] = tag
+    recs["nbytes"] = np.maximum(nbytes, 0)
+    recs["enter"] = ts[rows]
+    recs["leave"] = end[rows]
+    recs["step"] = step_of
+    recs["row"] = rows
+    order = np.lexsort((recs["row"], recs["enter"]))
+    recs = recs[order]
+    _number(recs)
+    return recs, pg_names
+
+
+def _named(names: np.ndarray, codes: np.ndarray, word: str) -> np.ndarray:
+    return np.array([word in str(names[c]).lower() for c in codes], bool)
+
+
+def _number(recs: np.ndarray) -> None:
+    """Set ``seq``: the call's position among its rank's collectives of its group (in order of entry),
+    or among its sends/receives to/from one peer with one tag (MPI's non-overtaking order)."""
+    coll = recs["kind"] == COLLECTIVE
+    key = np.where(
+        coll, recs["pg"], recs["pg"] ^ (recs["peer"].astype(np.int64) << 40) ^ (recs["tag"] << 8) ^ recs["kind"]
+    )
+    order = np.lexsort((np.arange(recs.size), key))
+    k = key[order]
+    start = np.concatenate(([True], k[1:] != k[:-1]))
+    first = np.maximum.accumulate(np.where(start, np.arange(k.size), 0))
+    seq = np.empty(recs.size, np.int64)
+    seq[order] = np.arange(k.size) - first
+    recs["seq"] = seq
+
+
+def _steps(ev, names, name_code, kind, kinds, ts, end, rows) -> np.ndarray:
+    """Return the training step of each call in `rows`: a forward replay that carries the current step
+    from the step markers (``ProfilerStep#N`` ranges, else data-parallel forwards counted from 0) to the
+    calls. A GPU call counts from its launch (the runtime call with its correlation id), not its start."""
+    unique = names[:-1].astype(str) if names.size > 1 else np.empty(0, str)
+    prof = np.array([-1 if (m := _PROFILER_STEP.match(s)) is None else int(m.group(1)) for s in unique] + [-1])
+    markers = np.flatnonzero(prof[name_code] >= 0)
+    number = prof[name_code]
+    if markers.size == 0:
+        fwd = np.append(np.array([bool(_FORWARD.match(s)) for s in unique], bool), False)
+        markers = np.flatnonzero(fwd[name_code])
+        # a forward's number is its position among the forwards of its thread's first occurrence
+        number = np.full(ts.size, -1, np.int64)
+        number[markers[np.argsort(ts[markers], kind="stable")]] = np.arange(markers.size)
+    when = ts.copy()
+    if rows.size:
+        when[rows] = _launch_time(ev, kinds, kind, ts, rows)
+    # replay in time order: marker runs move the current step, call runs take it
+    cls = np.full(ts.size, 2, np.int8)
+    cls[markers] = 0
+    cls[rows] = 1
+    keep = cls < 2
+    idx = np.flatnonzero(keep)
+    step_of_row = np.zeros(ts.size, np.int64)
+    state = {"step": int(number[markers].min()) if markers.size else 0}
+
+    def on_marker(_kind: str, pos: np.ndarray) -> None:
+        state["step"] = int(number[idx[pos[-1]]])
+
+    def on_call(_kind: str, pos: np.ndarray) -> None:
+        step_of_row[idx[pos]] = state["step"]
+
+    walk(cls[idx], ("marker", "call"), when[idx], when[idx] + np.where(cls[idx] == 0, end[idx] - ts[idx], 0),
+         {"marker": on_marker, "call": on_call})  # fmt: skip
+    return step_of_row[rows]
+
+
+def _launch_time(ev, kinds, kind, ts, rows) -> np.ndarray:
+    """Return, for calls in `rows`, the time of the runtime call that launched them (same correlation id),
+    or their own start when none did."""
+    corr = CPU.column(ev["correlation"], null=-1)
+    runtime = kinds.index("runtime") if "runtime" in kinds else -1
+    rt = np.flatnonzero((kind == runtime) & (corr >= 0))
+    out = ts[rows].copy()
+    if rt.size == 0:
+        return out
+    order = np.argsort(corr[rt], kind="stable")
+    keys = corr[rt][order]
+    c = corr[rows]
+    at = np.clip(np.searchsorted(keys, c), 0, keys.size - 1)
+    hit = (keys[at] == c) & (c >= 0)
+    out[hit] = ts[rt[order][at[hit]]]
+    return out

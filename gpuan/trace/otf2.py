@@ -1,0 +1,198 @@
+"""Read an OTF2 archive (Score-P MPI traces) into the event table, with the ``otf2`` package.
+
+Every Enter/Leave pair becomes one event: MPI regions are of kind ``comm``, everything else ``cpu_op``.
+The MPI records that happen inside a region are folded into it: a send's receiver and a receive's sender
+go to ``peer`` (as ranks of MPI_COMM_WORLD), the tag to ``tag``, the message length to ``bytes``, and a
+collective's operation, communicator and root to ``collective``, ``pg_name`` and ``peer``. The rank of
+an event is its location group's (``MPI Rank N``); ``tid`` is the location. Times are converted from the
+timer's ticks to ns from the archive's global offset, exactly (integer arithmetic).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gpuan.errors import TraceError
+from gpuan.trace.schema import KINDS, kind_codes
+from gpuan.trace.table import NULL64, Trace, build_table, int_column, kind_time_order
+
+ANCHOR = "traces.otf2"
+
+
+def anchor_of(path: str | os.PathLike) -> Path | None:
+    """Return the anchor file of an OTF2 archive given as the anchor or its directory, else None."""
+    p = Path(path)
+    if p.is_dir():
+        a = p / ANCHOR
+        return a if a.is_file() else None
+    return p if p.suffix == ".otf2" and p.is_file() else None
+
+
+def _otf2():
+    try:
+        import otf2
+    except ImportError as e:  # an optional dependency: say which package to install
+        raise TraceError("otf2", "reading OTF2 needs the 'otf2' package (pip install 'gpuan[replay]')") from e
+    return otf2
+
+
+def otf2_ranks(path: str | os.PathLike) -> list[int]:
+    """Return the MPI ranks (location groups) of an OTF2 archive, from its definitions only."""
+    otf2 = _otf2()
+    anchor = anchor_of(path)
+    if anchor is None:
+        raise TraceError(path, f"not an OTF2 archive (no {ANCHOR})")
+    try:
+        with otf2.reader.open(str(anchor)) as r:
+            return sorted(_rank_of_group(g, i) for i, g in enumerate(r.definitions.location_groups))
+    except Exception as e:
+        raise TraceError(anchor, f"unreadable OTF2 archive: {e}") from e
+
+
+def _rank_of_group(group, index: int) -> int:
+    # Score-P names them "MPI Rank N"; other writers number them in definition order
+    tail = group.name.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else index
+
+
+def read_otf2(path: str | os.PathLike, ranks: list[int] | None = None) -> Trace:
+    """Return the Trace of an OTF2 archive (its anchor file or directory); with `ranks`, only the events
+    of those ranks are read (the others' event files are never opened)."""
+    otf2 = _otf2()
+    anchor = anchor_of(path)
+    if anchor is None:
+        raise TraceError(path, f"not an OTF2 archive (no {ANCHOR})")
+    try:
+        with otf2.reader.open(str(anchor)) as r:
+            return _read(otf2, r, anchor, ranks)
+    except TraceError:
+        raise
+    except Exception as e:  # the C library's errors come as several types; all mean a broken archive
+        raise TraceError(
+            anchor, f"unreadable OTF2 archive: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from e
+
+
+def _read(otf2, r, anchor: Path, ranks: list[int] | None) -> Trace:
+    defs = r.definitions
+    res = int(r.timer_resolution)
+    clock = defs.clock_properties
+    offset = int(clock.global_offset) if clock is not None else 0
+    rank_of_group = {g._ref: _rank_of_group(g, i) for i, g in enumerate(defs.location_groups)}
+    wanted = set(ranks) if ranks is not None else None
+    locations = [loc for loc in defs.locations if wanted is None or rank_of_group.get(loc.group._ref) in wanted]
+    ev = otf2.events
+    mpi = otf2.Paradigm.MPI
+    # per location: a stack of open rows; each row: [ts, end, name, kind, rank, tid, peer, tag, bytes, coll, comm]
+    rows: list[list] = []
+    stacks: dict[int, list[int]] = {}
+    comm_ranks: dict[int, list[int]] = {}
+
+    def world_rank(comm, i: int) -> int:
+        # MPI records give ranks within their communicator; the event table uses world ranks
+        members = comm_ranks.get(comm._ref)
+        if members is None:
+            group = comm.group
+            members = (
+                [rank_of_group.get(m.group._ref, -1) if hasattr(m, "group") else int(m) for m in group.members]
+                if group
+                else []
+            )
+            comm_ranks[comm._ref] = members
+        return members[i] if 0 <= i < len(members) else i
+
+    def inner(loc) -> list | None:
+        s = stacks.get(loc._ref)
+        return rows[s[-1]] if s else None
+
+    if locations:
+        for loc, e in r.events(locations):
+            t = (int(e.time) - offset) * 1_000_000_000 // res
+            if isinstance(e, ev.Enter):
+                reg = e.region
+                kind = "comm" if reg.paradigm == mpi else "cpu_op"
+                rank = rank_of_group[loc.group._ref]
+                stacks.setdefault(loc._ref, []).append(len(rows))
+                rows.append([t, None, reg.name, kind, rank, loc._ref, None, None, None, None, None])
+            elif isinstance(e, ev.Leave):
+                s = stacks.get(loc._ref)
+                if not s:
+                    raise TraceError(anchor, f"a Leave without an Enter on location {loc._ref}")
+                rows[s.pop()][1] = t
+            elif isinstance(e, (ev.MpiSend, ev.MpiIsend)):
+                row = inner(loc)
+                if row is not None:
+                    row[6], row[7], row[8] = world_rank(e.communicator, e.receiver), e.msg_tag, e.msg_length
+                    row[10] = e.communicator.name
+            elif isinstance(e, (ev.MpiRecv, ev.MpiIrecv)):
+                row = inner(loc)
+                if row is not None:
+                    row[6], row[7], row[8] = world_rank(e.communicator, e.sender), e.msg_tag, e.msg_length
+                    row[10] = e.communicator.name
+            elif isinstance(e, ev.MpiCollectiveEnd):
+                row = inner(loc)
+                if row is not None:
+                    row[9] = e.collective_op.name.lower()
+                    row[10] = e.communicator.name
+                    row[8] = int(max(e.size_sent, e.size_received))
+                    root = int(e.root)
+                    # OTF2 writes OTF2_UNDEFINED_UINT32 for "no root"
+                    row[6] = world_rank(e.communicator, root) if root < 2**31 else None
+    open_rows = sum(len(s) for s in stacks.values())
+    if open_rows:
+        raise TraceError(anchor, f"truncated OTF2 archive: {open_rows} regions entered but never left")
+    return _table(rows, anchor, res, offset, rank_of_group, defs)
+
+
+def _table(rows: list[list], anchor: Path, res: int, offset: int, rank_of_group, defs) -> Trace:
+    n = len(rows)
+    cols = list(zip(*rows)) if rows else [()] * 11
+    ts = np.array(cols[0], np.int64)
+    end = np.array(cols[1], np.int64)
+    kind = kind_codes(["mpi" if k == "comm" else "cpu_op" for k in cols[3]])
+    order = kind_time_order(kind, ts)
+
+    def ints(col: int, dtype, null) -> np.ndarray:
+        return np.array([null if v is None else v for v in cols[col]], dtype)[order]
+
+    def texts(col: int) -> pa.Array:
+        return pa.array([cols[col][i] for i in order], pa.string()).dictionary_encode()
+
+    peer = ints(6, np.int64, NULL64)
+    table = build_table(
+        {
+            "ts": ts[order],
+            "dur": (end - ts)[order],
+            "name": texts(2),
+            "cat": pa.array(
+                ["mpi" if k == "comm" else "cpu_op" for k in np.array(cols[3], object)[order]]
+            ).dictionary_encode(),
+            "kind": pa.DictionaryArray.from_arrays(pa.array(kind[order], pa.int8()), pa.array(KINDS)),
+            "pid": ints(4, np.int64, NULL64),
+            "tid": ints(5, np.int64, NULL64),
+            "rank": ints(4, np.int32, 0),
+            "peer": int_column(np.where(peer == NULL64, -1, peer).astype(np.int32), -1, pa.int32()),
+            "tag": int_column(ints(7, np.int64, NULL64), NULL64, pa.int64()),
+            "bytes": int_column(ints(8, np.int64, NULL64), NULL64, pa.int64()),
+            "collective": texts(9),
+            "pg_name": texts(10),
+        },
+        n,
+    )
+    groups = sorted(rank_of_group.values())
+    meta = {
+        "source": str(anchor),
+        "format": "otf2",
+        "base_time_ns": 0,
+        "timer_resolution": res,
+        "global_offset": offset,
+        "ranks": groups,
+        "distributed_info": {"backend": "mpi", "world_size": len(groups)},
+        "comms": json.dumps({c.name: len(c.group.members) if c.group else 0 for c in defs.comms}),
+    }
+    return Trace(table, metadata=meta)

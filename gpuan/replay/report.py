@@ -41,7 +41,8 @@ def summary(r: Replayed, top: int = 5) -> str:
             lines.append("  worst stragglers (wait they caused others):")
         for row in s.itertuples():
             what = (
-                f"last to {row.late} of {row.collectives} collectives, arrived up to {_ms(row.max_delay)} after the first"
+                f"last to {row.late} of {row.collectives} collectives, "
+                f"arrived up to {_ms(row.max_delay)} after the first"
                 if row.collectives
                 else "sent late"
             )

@@ -86,7 +86,8 @@ def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarr
     w = np.zeros(r.size, WAIT)
     w["rank"], w["row"], w["wait"] = r["rank"], r["row"], wait
     w["delay"] = en - first_enter[group]
-    w["culprit"] = np.arange(r.size) == late_pos[group]
+    # nobody is late when all arrive at once
+    w["culprit"] = (np.arange(r.size) == late_pos[group]) & (last_enter > first_enter)[group]
     waits[order] = w
 
     present = np.diff(np.append(starts, r.size)).astype(np.int32)
@@ -97,7 +98,7 @@ def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarr
     colls["present"] = present
     colls["nbytes"] = np.maximum.reduceat(r["nbytes"], starts)
     colls["first_enter"], colls["last_enter"], colls["last_leave"] = first_enter, last_enter, last_leave
-    colls["late_rank"] = late_rank
+    colls["late_rank"] = np.where(last_enter > first_enter, late_rank, -1)
     colls["skew"] = last_enter - first_enter
     colls["total_wait"] = np.add.reduceat(wait, starts)
     colls["max_wait"] = np.maximum.reduceat(wait, starts)

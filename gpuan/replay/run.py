@@ -69,10 +69,10 @@ def replay(
     try:
         traces = {s.rank: s.read() for s in mine}
     except TraceError as e:
-        problem = str(e)
+        problem = (e.path, e.problem)
     problems = [p for p in procs.allgather_small(problem) if p]
     if problems:  # every process stops together, none waits forever in a later exchange
-        raise TraceError(run, problems[0].split(": ", 1)[-1] if problems[0].startswith(str(run)) else problems[0])
+        raise TraceError(*problems[0])
     clock["read"] = time.perf_counter() - t0
 
     t = time.perf_counter()

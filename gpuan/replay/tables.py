@@ -75,7 +75,12 @@ def stragglers(colls: pd.DataFrame, per_call: pd.DataFrame, msgs: pd.DataFrame) 
         collectives=("seq", "size"), own_wait=("wait", "sum"), mean_delay=("delay", "mean"), max_delay=("delay", "max"),
         late=("culprit", "sum"),
     )  # fmt: skip
-    blamed = colls[colls["present"] > 1].groupby(["step", "late_rank"])["total_wait"].sum().rename("caused_wait")
+    blamed = (
+        colls[(colls["present"] > 1) & (colls["late_rank"] >= 0)]
+        .groupby(["step", "late_rank"])["total_wait"]
+        .sum()
+        .rename("caused_wait")
+    )
     blamed.index = blamed.index.set_names(["step", "rank"])
     frame = own.join(blamed, how="outer")
     if len(msgs):

@@ -1,0 +1,95 @@
+"""The replay's pieces on small hand-made inputs: operation names of every NCCL generation, wait states
+of N x N and rooted collectives, the breakdown, the deal, and the synthetic run's planted straggler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuan.replay import replay
+from gpuan.replay.breakdown import breakdown
+from gpuan.replay.collectives import match
+from gpuan.replay.comms import CALL, OP, op_name
+from gpuan.replay.deal import deal
+from gpuan.synth_ranks import plan, write_run
+
+
+@pytest.mark.parametrize(
+    "name, collective, op",
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", None, "all_reduce"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None, "all_gather"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", None, "reduce_scatter"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None, "send_recv"),
+        ("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None, "broadcast"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "allreduce", "all_reduce"),
+        ("nccl:_all_gather_base", None, "all_gather"),
+        ("nccl:all_to_all", None, "all_to_all"),
+        ("gloo:broadcast", None, "broadcast"),
+        ("MPI_Allreduce", "allreduce", "all_reduce"),
+        ("MPI_Bcast", "bcast", "broadcast"),
+        ("record_param_comms", "_reduce_scatter_base", "reduce_scatter"),
+        ("aten::mm", None, "other"),
+    ],
+)
+def test_operation_names(name, collective, op):
+    assert op_name(name, collective) == op
+
+
+def _calls(op: str, enters, leaves, root: int = -1) -> np.ndarray:
+    r = np.zeros(len(enters), CALL)
+    r["rank"] = np.arange(len(enters))
+    r["op"], r["members"], r["peer"], r["pg"], r["seq"] = OP[op], len(enters), root, 7, 0
+    r["enter"], r["leave"], r["row"] = enters, leaves, np.arange(len(enters))
+    return r
+
+
+def test_wait_at_n_x_n():
+    w, c = match(_calls("all_reduce", [0, 50, 20], [100, 101, 100]))
+    assert w["wait"].tolist() == [50, 0, 30]
+    assert c["late_rank"].tolist() == [1] and c["skew"].tolist() == [50] and c["transfer"].tolist() == [51]
+    assert w["culprit"].tolist() == [False, True, False]
+    # a member that leaves before the last arrives (it can: NCCL's LL kernels) waits only until it left
+    w, _ = match(_calls("all_reduce", [0, 50], [30, 60]))
+    assert w["wait"].tolist() == [30, 0]
+
+
+def test_late_broadcast_and_early_reduce():
+    # broadcast from rank 2, which enters at 40: the others wait for it, not for the last arriver
+    w, _ = match(_calls("broadcast", [0, 60, 40], [100, 100, 100], root=2))
+    assert w["wait"].tolist() == [40, 0, 0]
+    # reduce to rank 0: only the root waits, for the last sender
+    w, _ = match(_calls("reduce", [0, 60, 40], [100, 100, 100], root=0))
+    assert w["wait"].tolist() == [60, 0, 0]
+
+
+def test_nobody_is_late_when_all_arrive_together():
+    w, c = match(_calls("all_reduce", [10, 10], [20, 20]))
+    assert c["late_rank"].tolist() == [-1] and not w["culprit"].any()
+
+
+def test_breakdown_counts_each_ns_once():
+    b = breakdown(
+        0,
+        (np.array([0, 50]), np.array([40, 60])),  # compute
+        (np.array([30]), np.array([45])),  # wait: 40..45 shows, 30..40 is under compute
+        (np.array([30]), np.array([80])),  # communication
+        (0, 100),
+    )
+    assert (b["compute"], b["wait"], b["communication"], b["idle"]) == (50, 5, 25, 20)
+
+
+def test_deal():
+    assert deal([1] * 5, 2) == [0, 1, 0, 1, 0]
+    owners = deal([100, 1, 1, 1, 90], 2, "size")
+    assert owners[0] != owners[4]
+
+
+def test_synthetic_straggler(tmp_path):
+    write_run(plan(4, 6, 2000, stragglers=((4, 2, 40_000_000),), seed=1), tmp_path)
+    r = replay(tmp_path)
+    s = r.tables["stragglers"].iloc[0]
+    assert (s["step"], s["rank"]) == (4, 2)
+    c = r.tables["collectives"]
+    first = c[c["step"] == 4].iloc[0]
+    assert first["late_rank"] == 2 and first["skew"] >= 40_000_000 - 3_000_000

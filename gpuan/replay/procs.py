@@ -33,8 +33,11 @@ class Procs:
     def alltoallv(self, records: np.ndarray, dest: np.ndarray) -> np.ndarray:
         """Send each record to process ``dest[i]``; return the records this process received, grouped by
         sender in process order (each sender's records in their original order)."""
-        order = np.argsort(dest, kind="stable")
-        send = np.ascontiguousarray(records[order])
+        if dest.size < 2 or bool(np.all(dest[1:] >= dest[:-1])):
+            send = np.ascontiguousarray(records)  # already grouped: no copy
+        else:  # a counting sort: one pass per process beats a general sort of a million keys
+            order = np.concatenate([np.flatnonzero(dest == p) for p in range(self.size)])
+            send = records[order]
         counts = np.bincount(dest, minlength=self.size).astype(np.int64)
         if self.comm is None:
             return send

@@ -56,8 +56,12 @@ def test_size_deal_gives_the_same_tables(synthetic):
 
 
 def test_synthetic_straggler_is_found_under_mpi(synthetic):
-    s = _tables(synthetic, 2)["stragglers"][0]
+    out = _tables(synthetic, 2)
+    s = out["stragglers"][0]
     assert (s["step"], s["rank"]) == (2, 4)
+    # every rank ends its last all-reduce together; the lowest rank among them is named (MPI MAXLOC)
+    b = out["breakdown"]
+    assert out["last_to_finish"]["rank"] == 0 and all(x["span"] <= out["last_to_finish"]["end_ns"] for x in b)
 
 
 def test_processes_fetching_each_other_finish():

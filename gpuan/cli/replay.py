@@ -51,6 +51,7 @@ def run(args) -> int:
     if args.format == "json":
         out = {name: json.loads(df.to_json(orient="records")) for name, df in result.tables.items()}
         out["clock_offsets_ns"] = result.offsets.tolist()
+        out["last_to_finish"] = {"rank": result.finish[0], "end_ns": result.finish[1]}
         print(json.dumps(out, indent=1))
     else:
         print(summary(result, args.top))

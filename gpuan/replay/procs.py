@@ -100,7 +100,7 @@ class Procs:
     def maxloc(self, values: np.ndarray, where: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return, element-wise over all processes, the largest value and the `where` that came with it
         (MPI MAXLOC: the smallest `where` among equal values)."""
-        pairs = np.empty(values.size, [("v", np.float64), ("i", np.int32)])
+        pairs = np.empty(values.size, np.dtype([("v", np.float64), ("i", np.int32)], align=True))  # MPI_DOUBLE_INT
         pairs["v"], pairs["i"] = values, where
         if self.comm is not None:
             from mpi4py import MPI

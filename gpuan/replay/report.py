@@ -55,6 +55,8 @@ def summary(r: Replayed, top: int = 5) -> str:
                 f"    rank {row.rank:<5} {_ms(row.span):>11} {row.compute_pct:>10.1f}% {row.wait_pct:>10.1f}% "
                 f"{row.communication_pct:>10.1f}% {row.idle_pct:>10.1f}%"
             )
+    if r.finish[0] >= 0:
+        lines.append(f"  last to finish: rank {r.finish[0]}, at {_ms(r.finish[1])}")
     if np.any(r.offsets):
         worst = int(np.argmax(np.abs(r.offsets)))
         applied = "applied" if r.aligned else "not applied; --align-clocks applies them"

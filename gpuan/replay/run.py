@@ -37,6 +37,7 @@ class Replayed:
     n_procs: int
     offsets: np.ndarray
     aligned: bool
+    finish: tuple[int, int] = (-1, 0)  # (the rank that finished last, when: ns)
     timings: list[dict[str, float]] = field(default_factory=list)  # per process: seconds per phase, peak RSS
 
 
@@ -141,6 +142,8 @@ def replay(
     clock["analyse"] = time.perf_counter() - t0 - clock["read"] - clock["extract"] - exchange
 
     t = time.perf_counter()
+    last = max(spans, key=lambda r: (spans[r][1], -r), default=-1)
+    end, who = procs.maxloc(np.array([spans[last][1] if last >= 0 else -1.0]), np.array([last]))
     gathered = {
         "calls": procs.gatherv(local),
         "waits": procs.gatherv(waits),
@@ -158,4 +161,4 @@ def replay(
     if not procs.is_root:
         return None
     tables = frames(gathered, pg_names, analyses)
-    return Replayed(tables, ranks, str(run), procs.size, offsets, align_clocks, timings)
+    return Replayed(tables, ranks, str(run), procs.size, offsets, align_clocks, (int(who[0]), int(end[0])), timings)

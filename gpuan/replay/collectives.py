@@ -38,6 +38,16 @@ def owner_of(pg: np.ndarray, seq: np.ndarray, n_procs: int) -> np.ndarray:
     return (h % np.uint64(n_procs)).astype(np.int64)
 
 
+def by_collective(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (the order that sorts `recs` by group, number and rank; where each collective starts in that
+    order; the collective of each sorted record, numbered from 0)."""
+    order = np.lexsort((recs["rank"], recs["seq"], recs["pg"]))
+    pg, seq = recs["pg"][order], recs["seq"][order]
+    starts = np.concatenate(([0], np.flatnonzero((pg[1:] != pg[:-1]) | (seq[1:] != seq[:-1])) + 1))
+    group = np.repeat(np.arange(starts.size), np.diff(np.append(starts, recs.size)))
+    return order, starts, group
+
+
 def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Return (per-record waits, dtype :data:`WAIT`, in the order of `recs`; one row per collective, dtype
     :data:`COLLECTIVE`, ordered by group and number) for collective records (dtype ``CALL``) that hold all
@@ -49,15 +59,12 @@ def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarr
     if offsets is not None and recs.size:
         enter -= offsets[recs["rank"]]
         leave -= offsets[recs["rank"]]
-    order = np.lexsort((recs["rank"], recs["seq"], recs["pg"]))
-    r = recs[order]
-    en, lv = enter[order], leave[order]
     waits = np.zeros(recs.size, WAIT)
     if recs.size == 0:
         return waits, np.zeros(0, COLLECTIVE)
-    key_change = (r["pg"][1:] != r["pg"][:-1]) | (r["seq"][1:] != r["seq"][:-1])
-    starts = np.concatenate(([0], np.flatnonzero(key_change) + 1))
-    group = np.repeat(np.arange(starts.size), np.diff(np.append(starts, r.size)))
+    order, starts, group = by_collective(recs)
+    r = recs[order]
+    en, lv = enter[order], leave[order]
 
     last_enter = np.maximum.reduceat(en, starts)
     first_enter = np.minimum.reduceat(en, starts)
@@ -131,12 +138,9 @@ def leave_deviations(recs: np.ndarray) -> np.ndarray:
     each collective), its Leave minus the collective's mean Leave (dtype :data:`DEVIATION`)."""
     if recs.size == 0:
         return np.zeros(0, DEVIATION)
-    order = np.lexsort((recs["rank"], recs["seq"], recs["pg"]))
+    order, starts, group = by_collective(recs)
     r = recs[order]
-    change = (r["pg"][1:] != r["pg"][:-1]) | (r["seq"][1:] != r["seq"][:-1])
-    starts = np.concatenate(([0], np.flatnonzero(change) + 1))
     counts = np.diff(np.append(starts, r.size))
-    group = np.repeat(np.arange(starts.size), counts)
     mean_leave = np.add.reduceat(r["leave"].astype(np.float64), starts) / counts
     full = (counts >= np.maximum.reduceat(r["members"], starts)) & (counts > 1)
     keep = full[group]

@@ -93,11 +93,6 @@ def pg_id(key: str) -> int:
     return zlib.crc32(key.encode()) | (zlib.adler32(key.encode()) << 32) & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def is_comm_name(names: np.ndarray) -> np.ndarray:
-    """Return, per event name, whether it is a communication call (NCCL kernel or CPU collective op)."""
-    return np.array([bool(_NCCL_KERNEL.match(n) or _CPU_COLLECTIVE.match(n)) for n in names], bool)
-
-
 def _texts(events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Return (codes per event, dictionary as an object array) of a dictionary column."""
     col = events[name].combine_chunks()
@@ -144,7 +139,7 @@ def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[in
         is_call |= comm_kind[kind] & ((peer_col >= 0) | (coll_code >= 0))
     rows = np.flatnonzero(is_call)
 
-    step_of = _steps(ev, names, name_code, kind, kinds, ts, end, rows)
+    step_of = _steps(ev, unique, name_code, kind, kinds, ts, end, rows)
     recs = np.zeros(rows.size, CALL)
     if rows.size == 0:
         return recs, {}
@@ -216,11 +211,10 @@ def _number(recs: np.ndarray) -> None:
     recs["seq"] = seq
 
 
-def _steps(ev, names, name_code, kind, kinds, ts, end, rows) -> np.ndarray:
+def _steps(ev, unique, name_code, kind, kinds, ts, end, rows) -> np.ndarray:
     """Return the training step of each call in `rows`: a forward replay that carries the current step
     from the step markers (``ProfilerStep#N`` ranges, else data-parallel forwards counted from 0) to the
     calls. A GPU call counts from its launch (the runtime call with its correlation id), not its start."""
-    unique = names[:-1].astype(str) if names.size > 1 else np.empty(0, str)
     prof = np.array([-1 if (m := _PROFILER_STEP.match(s)) is None else int(m.group(1)) for s in unique] + [-1])
     markers = np.flatnonzero(prof[name_code] >= 0)
     number = prof[name_code]

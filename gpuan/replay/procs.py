@@ -114,10 +114,6 @@ class Procs:
         """Return every process's `obj` (small metadata: names, sizes; never event records)."""
         return [obj] if self.comm is None else self.comm.allgather(obj)
 
-    def bcast_small(self, obj: Any) -> Any:
-        """Return process 0's `obj` on every process (small metadata only)."""
-        return obj if self.comm is None else self.comm.bcast(obj, root=0)
-
 
 def _bytes(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8) if a.size else np.empty(0, np.uint8)

@@ -128,8 +128,8 @@ def replay(
     for r in sorted(calls):
         c = calls[r]
         w = waits_home[waits_home["rank"] == r]
-        at = np.searchsorted(c["row"], w["row"], sorter=np.argsort(c["row"]))
-        enter = c["enter"][np.argsort(c["row"])][at] if w.size else np.zeros(0, np.int64)
+        by_row = np.argsort(c["row"])
+        enter = c["enter"][by_row][np.searchsorted(c["row"], w["row"], sorter=by_row)]
         mr = messages[messages["dst"] == r]
         sw = send_waits[send_waits["rank"] == r]
         wait = (

@@ -8,8 +8,6 @@ import pandas as pd
 
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OPS
 
-_NS = 1e-6  # ns → ms
-
 
 def frames(g: dict[str, np.ndarray], pg_names: dict[int, str], analyses: tuple[str, ...]) -> dict[str, pd.DataFrame]:
     """Return the named output tables for the chosen analyses from the gathered records."""
@@ -56,7 +54,7 @@ def wait_kind(op: pd.Series, has_root: pd.Series) -> pd.Series:
 def wait_totals(colls: pd.DataFrame, per_call: pd.DataFrame, msgs: pd.DataFrame) -> pd.DataFrame:
     """Return the instances (waits > 0) and total ns of each wait-state kind."""
     rooted = per_call["op"].isin(list(ONE_TO_N | N_TO_ONE))
-    kinds = wait_kind(per_call["op"], rooted & (per_call.get("peer", pd.Series(-1, index=per_call.index)) >= 0))
+    kinds = wait_kind(per_call["op"], rooted & (per_call["peer"] >= 0))
     rows = []
     for k in ("wait_at_nxn", "late_broadcast", "early_reduce"):
         w = per_call["wait"][kinds == k]

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,17 +44,28 @@ def _otf2():
     return otf2
 
 
-def otf2_ranks(path: str | os.PathLike) -> list[int]:
-    """Return the MPI ranks (location groups) of an OTF2 archive, from its definitions only."""
+@contextmanager
+def _opened(path: str | os.PathLike) -> Iterator[tuple[Any, Any, Path]]:
+    """Yield (the otf2 module, an open reader, the anchor file) of an OTF2 archive; the C library's errors
+    (several types, all meaning a broken archive) become one TraceError naming the anchor."""
     otf2 = _otf2()
     anchor = anchor_of(path)
     if anchor is None:
         raise TraceError(path, f"not an OTF2 archive (no {ANCHOR})")
     try:
         with otf2.reader.open(str(anchor)) as r:
-            return sorted(_rank_of_group(g, i) for i, g in enumerate(r.definitions.location_groups))
+            yield otf2, r, anchor
+    except TraceError:
+        raise
     except Exception as e:
-        raise TraceError(anchor, f"unreadable OTF2 archive: {e}") from e
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise TraceError(anchor, f"unreadable OTF2 archive: {first}") from e
+
+
+def otf2_ranks(path: str | os.PathLike) -> list[int]:
+    """Return the MPI ranks (location groups) of an OTF2 archive, from its definitions only."""
+    with _opened(path) as (_, r, _):
+        return sorted(_rank_of_group(g, i) for i, g in enumerate(r.definitions.location_groups))
 
 
 def _rank_of_group(group, index: int) -> int:
@@ -63,19 +77,8 @@ def _rank_of_group(group, index: int) -> int:
 def read_otf2(path: str | os.PathLike, ranks: list[int] | None = None) -> Trace:
     """Return the Trace of an OTF2 archive (its anchor file or directory); with `ranks`, only the events
     of those ranks are read (the others' event files are never opened)."""
-    otf2 = _otf2()
-    anchor = anchor_of(path)
-    if anchor is None:
-        raise TraceError(path, f"not an OTF2 archive (no {ANCHOR})")
-    try:
-        with otf2.reader.open(str(anchor)) as r:
-            return _read(otf2, r, anchor, ranks)
-    except TraceError:
-        raise
-    except Exception as e:  # the C library's errors come as several types; all mean a broken archive
-        raise TraceError(
-            anchor, f"unreadable OTF2 archive: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-        ) from e
+    with _opened(path) as (otf2, r, anchor):
+        return _read(otf2, r, anchor, ranks)
 
 
 def _read(otf2, r, anchor: Path, ranks: list[int] | None) -> Trace:
@@ -88,7 +91,7 @@ def _read(otf2, r, anchor: Path, ranks: list[int] | None) -> Trace:
     locations = [loc for loc in defs.locations if wanted is None or rank_of_group.get(loc.group._ref) in wanted]
     ev = otf2.events
     mpi = otf2.Paradigm.MPI
-    # per location: a stack of open rows; each row: [ts, end, name, kind, rank, tid, peer, tag, bytes, coll, comm]
+    # per location: a stack of open rows; each row: [ts, end, name, category, rank, tid, peer, tag, bytes, coll, comm]
     rows: list[list] = []
     stacks: dict[int, list[int]] = {}
     comm_ranks: dict[int, list[int]] = {}
@@ -115,10 +118,10 @@ def _read(otf2, r, anchor: Path, ranks: list[int] | None) -> Trace:
             t = (int(e.time) - offset) * 1_000_000_000 // res
             if isinstance(e, ev.Enter):
                 reg = e.region
-                kind = "comm" if reg.paradigm == mpi else "cpu_op"
+                cat = "mpi" if reg.paradigm == mpi else "cpu_op"
                 rank = rank_of_group[loc.group._ref]
                 stacks.setdefault(loc._ref, []).append(len(rows))
-                rows.append([t, None, reg.name, kind, rank, loc._ref, None, None, None, None, None])
+                rows.append([t, None, reg.name, cat, rank, loc._ref, None, None, None, None, None])
             elif isinstance(e, ev.Leave):
                 s = stacks.get(loc._ref)
                 if not s:
@@ -154,7 +157,7 @@ def _table(rows: list[list], anchor: Path, res: int, offset: int, rank_of_group,
     cols = list(zip(*rows)) if rows else [()] * 11
     ts = np.array(cols[0], np.int64)
     end = np.array(cols[1], np.int64)
-    kind = kind_codes(["mpi" if k == "comm" else "cpu_op" for k in cols[3]])
+    kind = kind_codes(cols[3])
     order = kind_time_order(kind, ts)
 
     def ints(col: int, dtype, null) -> np.ndarray:
@@ -169,9 +172,7 @@ def _table(rows: list[list], anchor: Path, res: int, offset: int, rank_of_group,
             "ts": ts[order],
             "dur": (end - ts)[order],
             "name": texts(2),
-            "cat": pa.array(
-                ["mpi" if k == "comm" else "cpu_op" for k in np.array(cols[3], object)[order]]
-            ).dictionary_encode(),
+            "cat": texts(3),
             "kind": pa.DictionaryArray.from_arrays(pa.array(kind[order], pa.int8()), pa.array(KINDS)),
             "pid": ints(4, np.int64, NULL64),
             "tid": ints(5, np.int64, NULL64),

@@ -1,0 +1,179 @@
+"""Reading a tensor-access log without copying it: the format (by name or by plausibility), the used part
+of a pre-sized file (binary search for the zero tail) and windows of entries as ``numpy.memmap`` views."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuan.errors import TraceError
+from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, NO_OFFSET
+
+SAMPLE = 4096  # entries checked for plausibility, spread evenly over the used part
+ACCEPT = 0.95  # share of sampled entries a format must explain to be chosen
+POINTER_LIMIT = 1 << 48  # user-space pointers on x86-64 and arm64 are below 2^48
+
+
+@dataclass(frozen=True)
+class TensorLog:
+    """An opened log: `entries` used entries of `entry_bytes` each out of `capacity`; `overflow` is the
+    writer's count of dropped entries when it left a ``.meta.json`` sidecar (else None); `scores` holds the
+    share of sampled entries each candidate format explained when the format was auto-detected."""
+
+    path: str
+    format: str
+    entry_bytes: int
+    entries: int
+    capacity: int
+    overflow: int | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def full(self) -> bool:
+        """Whether the log reached its capacity (later accesses were dropped)."""
+        return self.entries == self.capacity or bool(self.overflow)
+
+
+def _map(path: str, fmt: str, start: int = 0, stop: int | None = None) -> np.memmap:
+    dt = DTYPES[fmt]
+    count = (os.path.getsize(path) // dt.itemsize if stop is None else stop) - start
+    return np.memmap(path, dtype=dt, mode="r", offset=start * dt.itemsize, shape=(count,))
+
+
+def used_entries(raw: np.ndarray) -> int:
+    """Return how many entries precede the zero tail: the index of the first zero timestamp, found by
+    binary search (entries are appended in time order, so the used part has none), touching log2(n) pages."""
+    ts = raw["timestamp_ns"]
+    lo, hi = 0, len(ts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ts[mid] == 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _printable(names: np.ndarray) -> np.ndarray:
+    """Per fixed-width byte string: the bytes before the first NUL are printable ASCII and those after are NUL."""
+    b = np.ascontiguousarray(names).view(np.uint8).reshape(len(names), -1)
+    nul = b == 0
+    after = np.cumsum(nul, axis=1) > 0
+    return np.all(np.where(after, nul, (b >= 0x20) & (b < 0x7F)), axis=1)
+
+
+def plausible(raw: np.ndarray, fmt: str, file_bytes: int | None = None) -> np.ndarray:
+    """Return, per entry of `raw` read as `fmt`, whether its fields look like a real access: timestamps set,
+    pointers below 2^48 and 2-byte aligned, file offsets inside the model file (`file_bytes`, when known)
+    and, for per-operation entries, at most four sources with printable names and a known memory source."""
+    limit = np.uint64(file_bytes if file_bytes else 1 << 40)
+    ok = raw["timestamp_ns"] != 0
+    if fmt in ("seed64", "packed64"):
+        ptr, off, size = raw["tensor_ptr"], raw["file_offset"], raw["size_bytes"].astype(np.uint64)
+        ok &= (ptr < POINTER_LIMIT) & (ptr % 2 == 0)
+        ok &= (off == 0) | (off == NO_OFFSET) | ((off < limit) & (off + size <= limit))
+        return ok
+    n = raw["num_sources"]
+    ok &= (n <= 4) & _printable(raw["dst_name"])
+    src = raw["sources"]
+    for k in range(4):
+        s = src[:, k]
+        used = n > k
+        from_disk = s["memory_source"] == 0
+        good = (s["memory_source"] <= 1) & _printable(s["name"]) & (s["ptr"] < POINTER_LIMIT)
+        good &= ~from_disk | (s["disk_offset_or_buffer_id"] < limit)
+        ok &= ~used | good
+    if fmt == "op1024":
+        ok &= raw["num_experts"] <= 16
+    return ok
+
+
+def _sample(path: str, fmt: str, file_bytes: int | None) -> tuple[int, int, float]:
+    """Return (used entries, capacity, share of plausible entries) for `path` read as `fmt`."""
+    raw = _map(path, fmt)
+    used = used_entries(raw)
+    if used == 0:
+        return 0, len(raw), 0.0
+    idx = np.unique(np.linspace(0, used - 1, min(SAMPLE, used)).astype(np.int64))
+    picked = raw[idx]
+    ok = plausible(picked, fmt, file_bytes)
+    # entries are appended in time order (thread-local batches may reorder a little), so a layout that
+    # reads timestamps out of other fields fails here too
+    ordered = np.ones(len(idx), bool)
+    ordered[1:] = np.diff(picked["timestamp_ns"].astype(np.int64)) >= 0
+    return used, len(raw), float(np.mean(ok & ordered))
+
+
+def _sidecar(path: str) -> int | None:
+    try:
+        with open(path + ".meta.json", encoding="utf-8") as f:
+            return int(json.load(f)["overflow"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | None = None) -> TensorLog:
+    """Open a tensor-access log and return its :class:`TensorLog`.
+
+    `format` is one of ``seed64``, ``packed64``, ``op256``, ``op1024`` or ``auto``: the format whose fields
+    are plausible for at least 95 % of a sample of entries, and clearly more so than any other; never the
+    file size alone. `file_bytes` (the GGUF model's size) sharpens the file-offset check."""
+    path = os.fspath(path)
+    if format != "auto" and format not in FORMATS:
+        raise TraceError(path, f"unknown log format {format!r}; choose from {', '.join(FORMATS)} or auto")
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror}") from None
+    if size == 0:
+        raise TraceError(path, "empty file: not a tensor-access log")
+    candidates = FORMATS if format == "auto" else (format,)
+    scores, found = {}, {}
+    for fmt in candidates:
+        width = DTYPES[fmt].itemsize
+        if size % width:
+            if format != "auto":
+                raise TraceError(path, f"size {size:,} bytes is not a multiple of the {width}-byte {fmt} entry")
+            continue
+        used, capacity, score = _sample(path, fmt, file_bytes)
+        scores[fmt], found[fmt] = score, (used, capacity)
+    if not found:
+        raise TraceError(path, f"size {size:,} bytes fits no log format (entries of 64, 256 or 1024 bytes)")
+    if format == "auto":
+        ranked = sorted(scores, key=scores.get, reverse=True)
+        best = ranked[0]
+        if found[best][0] == 0:
+            raise TraceError(path, "empty log: the first entry's timestamp is 0")
+        if scores[best] < ACCEPT:
+            raise TraceError(
+                path,
+                f"not a tensor-access log in any known format (best: {best}, "
+                f"{scores[best]:.0%} of entries plausible); give --format",
+            )
+        if len(ranked) > 1 and scores[ranked[1]] >= ACCEPT:
+            raise TraceError(path, f"ambiguous log format: both {best} and {ranked[1]} fit; give --format")
+    else:
+        best = format
+        if found[best][0] == 0:
+            raise TraceError(path, "empty log: the first entry's timestamp is 0")
+    used, capacity = found[best]
+    return TensorLog(path, best, DTYPES[best].itemsize, used, capacity, _sidecar(path), scores)
+
+
+def entries(log: TensorLog, start: int = 0, stop: int | None = None) -> np.memmap:
+    """Return used entries ``[start, stop)`` of `log` as a read-only structured memmap (nothing is read
+    until it is touched)."""
+    stop = log.entries if stop is None else min(stop, log.entries)
+    return _map(log.path, log.format, start, stop)
+
+
+def windows(log: TensorLog, rows: int = 1 << 20) -> Iterator[tuple[int, np.memmap]]:
+    """Yield (first entry index, memmap of up to `rows` entries) over the used part. Each window is its own
+    mapping, released when the caller drops it, so resident memory stays near one window however big the
+    log."""
+    for start in range(0, log.entries, rows):
+        yield start, entries(log, start, start + rows)

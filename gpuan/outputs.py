@@ -28,3 +28,27 @@ def replace_atomic(path: str | os.PathLike, write: Callable[[Path], None], error
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` (UTF-8) to `path` atomically (:func:`replace_atomic`)."""
     replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+TABLE_FORMATS = ("csv", "parquet")
+
+
+def write_frames(tables: dict, out: str | os.PathLike, fmt: str = "csv") -> list[Path]:
+    """Write each DataFrame of `tables` to OUT/<name>.<fmt> (csv or parquet; atomically; OUT is created)
+    and return the paths written."""
+    if fmt not in TABLE_FORMATS:
+        raise TraceError(str(out), f"unknown table format {fmt!r}; use {' or '.join(TABLE_FORMATS)}")
+    d = Path(out)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceError(str(out), f"cannot create the output directory: {e.strerror}") from None
+    written = []
+    for name, df in tables.items():
+        path = d / f"{name}.{fmt}"
+        if fmt == "csv":
+            replace_atomic(path, lambda tmp, df=df: df.to_csv(tmp, index=False))
+        else:
+            replace_atomic(path, lambda tmp, df=df: df.to_parquet(tmp, index=False))
+        written.append(path)
+    return written

@@ -14,7 +14,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpuan.cli import compare, convert, cycles, demo, info, replay, sol, streams
+    from gpuan.cli import compare, convert, cycles, demo, info, replay, sol, streams, tensors
 
     p = argparse.ArgumentParser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         help="where analyses run (default: $GPUAN_DEVICE, else a GPU if there is one)",
     )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (info, convert, cycles, compare, streams, sol, replay, demo):
+    for module in (info, convert, cycles, compare, streams, sol, tensors, replay, demo):
         module.add_parser(sub)
     return p
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpuan.errors import TraceError
-from gpuan.outputs import replace_atomic, write_text
+from gpuan.outputs import TABLE_FORMATS, write_frames, write_text
 from gpuan.replay.run import Replayed
 
-FORMATS = ("csv", "parquet")
+FORMATS = TABLE_FORMATS
 
 
 def _ms(ns: float) -> str:
@@ -68,24 +67,9 @@ def summary(r: Replayed, top: int = 5) -> str:
 
 def write_tables(r: Replayed, out: str, fmt: str = "csv") -> list[Path]:
     """Write each table to OUT/<name>.<fmt> (atomically; OUT is created); returns the paths written."""
-    if fmt not in FORMATS:
-        raise TraceError(out, f"unknown table format {fmt!r}; use {' or '.join(FORMATS)}")
-    d = Path(out)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TraceError(out, f"cannot create the output directory: {e.strerror}") from None
     tables = dict(r.tables)
     tables["clock_offsets"] = pd.DataFrame({"rank": np.arange(r.offsets.size), "offset_ns": r.offsets})
-    written = []
-    for name, df in tables.items():
-        path = d / f"{name}.{fmt}"
-        if fmt == "csv":
-            replace_atomic(path, lambda tmp, df=df: df.to_csv(tmp, index=False))
-        else:
-            replace_atomic(path, lambda tmp, df=df: df.to_parquet(tmp, index=False))
-        written.append(path)
-    return written
+    return write_frames(tables, out, fmt)
 
 
 def write_html(r: Replayed, path: str) -> None:

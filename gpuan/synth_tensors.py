@@ -327,3 +327,19 @@ def write_log(
             w.append(batch)
             ts = int(batch["timestamp_ns"][-1])
     return tpl
+
+
+def write_sample(directory: str | os.PathLike, tokens: int = 64) -> tuple[str, str, str]:
+    """Write a sample to try ``gpuan tensors`` on: a 4-layer MoE model (8 experts, top-2), a seed64 log of
+    `tokens` tokens on 4 threads, and its name table; return (model, log, names) paths."""
+    d = os.fspath(directory)
+    os.makedirs(d, exist_ok=True)
+    model_path = write_model(os.path.join(d, "sample-moe.gguf"), layers=4, n_embd=128, n_ff=256, vocab=2048, experts=8)
+    from gpuan.trace.gguf_map import read_gguf
+
+    model = read_gguf(model_path)
+    log_path = os.path.join(d, "sample.log")
+    tpl = write_log(log_path, model, "seed64", tokens=tokens, capacity=1 << 16, prompt=8)
+    names_path = os.path.join(d, "names.csv")
+    names_table(model, tpl).to_csv(names_path, index=False)
+    return model_path, log_path, names_path

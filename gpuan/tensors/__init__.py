@@ -13,7 +13,7 @@ import pandas as pd
 
 from gpuan.engine import Engine
 from gpuan.tensors.checks import Check, run_checks
-from gpuan.tensors.scan import Options, Scanned, scan
+from gpuan.tensors.scan import Options, Scanned
 
 
 @dataclass
@@ -37,6 +37,7 @@ def analyze(
     """Analyse the tensor-access log `log` against the model file `gguf` (and the tensor name table `names`
     and buffer events `buffers`, when given) and return an :class:`Analysis`."""
     from gpuan.tensors.buffers import in_use, per_buffer
+    from gpuan.tensors.scan import scan
     from gpuan.tensors.tables import build
     from gpuan.trace.gguf_map import read_gguf
     from gpuan.trace.tensorlog import open_log

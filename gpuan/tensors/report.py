@@ -53,7 +53,7 @@ def summary(a: Analysis, top: int = 10) -> str:
         lines.append(
             f"per token: {_size(tokens['bytes_accessed'].mean())} read "
             f"({_size(tokens['weight_bytes'].mean())} weights), "
-            f"{_size(tokens['distinct_weight_bytes'].median())} of distinct weights (median)"
+            f"touching {_size(tokens['distinct_weight_bytes'].median())} of tensors and expert slices (median)"
         )
     cold, data = never_touched(a)
     lines.append(

@@ -33,7 +33,7 @@ class Options:
     max_points: int = 200_000
     page_bytes: int = 4096
     gap_ns: int = 10_000_000
-    rows: int = 1 << 20
+    rows: int = 1 << 19
 
 
 @dataclass
@@ -314,12 +314,13 @@ def scan(
         d = xp.diff(ts, prepend=ts[:1] if prev_ts is None else xp.asarray([prev_ts], dtype=ts.dtype))
         s.backward += int((d < 0).sum())
         s.gap_count += int((d > o.gap_ns).sum())
-        k = min(5, n)
-        big = eng.to_host(xp.argpartition(d, n - k)[n - k :])
-        for i in big:
-            gap = int(d[int(i)])
+        # the longest gap of the window plus every gap over the threshold: a full partition costs more
+        # than the rest of the pass
+        big = xp.flatnonzero(d > o.gap_ns)[:64]
+        for i in {int(xp.argmax(d)), *(int(x) for x in eng.to_host(big))}:
+            gap = int(d[i])
             if gap > 0:
-                item = (gap, start + int(c["entry"][int(i)]), int(token[int(i)]))
+                item = (gap, start + int(c["entry"][i]), int(token[i]))
                 (heapq.heappush if len(gaps_heap) < 5 else heapq.heappushpop)(gaps_heap, item)
         prev_ts = int(ts[-1])
 
@@ -345,7 +346,10 @@ def scan(
     s.token_layer = h(token_layer)[:top]
     if bitmap is not None:
         pair_chunks.append(_bitmap_keys(xp, eng, bitmap, n_units))
-    s.pairs = sorted_unique(np.concatenate(pair_chunks)) if pair_chunks else np.zeros(0, np.int64)
+    if len(pair_chunks) == 1 and bitmap is not None:
+        s.pairs = pair_chunks[0]  # already sorted and distinct
+    else:
+        s.pairs = sorted_unique(np.concatenate(pair_chunks)) if pair_chunks else np.zeros(0, np.int64)
     s.page_hits = np.cumsum(h(page_diff))[: -(-model.file_bytes // o.page_bytes)]
     s.thread_time = h(thread_time)
     s.time_offset = h(time_offset).reshape(TB, OB)
@@ -376,5 +380,5 @@ def sorted_unique(keys: np.ndarray) -> np.ndarray:
 
 
 def _bitmap_keys(xp, eng: Engine, bitmap, n_units: int) -> np.ndarray:
-    t, u = xp.nonzero(bitmap)
-    return eng.to_host(t.astype(xp.int64) * n_units + u)
+    """The set cells of the (token, unit) bitmap as sorted keys token * n_units + unit: its flat indices."""
+    return eng.to_host(xp.flatnonzero(bitmap)).astype(np.int64)

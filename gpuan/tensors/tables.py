@@ -45,12 +45,6 @@ def _pair_split(s: Scanned) -> tuple[np.ndarray, np.ndarray]:
     return s.pairs // n, s.pairs % n
 
 
-def _distinct_count(keys_a: np.ndarray, keys_b: np.ndarray, n_b: int) -> np.ndarray:
-    """Per value of `keys_b` (0..n_b-1), how many distinct `keys_a` go with it."""
-    k = sorted_unique(keys_a.astype(np.int64) * n_b + keys_b)
-    return np.bincount(k % n_b, minlength=n_b)[:n_b]
-
-
 def per_tensor(s: Scanned) -> pd.DataFrame:
     """Return one row per tensor of the model file (expert slices summed), hottest first: layer, component,
     type, shape, offset, n_bytes, accesses, bytes_accessed, tokens (distinct tokens that read it),
@@ -58,8 +52,13 @@ def per_tensor(s: Scanned) -> pd.DataFrame:
     t = s.model.tensors
     uf = _unit_frame(s)
     g = uf.groupby("tensor")
+    # pairs are sorted by (token, unit) and a tensor's units are consecutive, so (token, tensor) comes
+    # out sorted too: its distinct values are where it changes
     tok, unit = _pair_split(s)
-    tokens = _distinct_count(tok, s.units["tensor"].to_numpy()[unit], len(t))
+    key = tok * max(len(t), 1) + s.units["tensor"].to_numpy()[unit]
+    first = np.ones(len(key), bool)
+    first[1:] = key[1:] != key[:-1]
+    tokens = np.bincount(s.units["tensor"].to_numpy()[unit][first], minlength=len(t))
     first = g["first_ns"].apply(lambda x: x[x >= 0].min() if (x >= 0).any() else -1)
     out = pd.DataFrame(
         {
@@ -144,37 +143,48 @@ def per_expert(s: Scanned) -> pd.DataFrame:
     if e.empty:
         return pd.DataFrame(columns=["layer", "expert", "accesses", "bytes_accessed", "tokens", "share"])
     g = e.groupby(["layer", "expert"]).agg(accesses=("accesses", "sum"), bytes_accessed=("bytes_accessed", "sum"))
-    tokens = _expert_tokens(s).groupby(["layer", "expert"]).size()
-    g["tokens"] = tokens.reindex(g.index, fill_value=0)
+    keys, n_tok, width = _expert_tokens(s)
+    le = keys // n_tok
+    tokens = pd.Series(np.bincount(le, minlength=int(le.max(initial=0)) + 1))
+    g["tokens"] = tokens.reindex([(la + 1) * width + ex for la, ex in g.index], fill_value=0).to_numpy()
     g = g.reset_index()
     g["share"] = g["accesses"] / g.groupby("layer")["accesses"].transform("sum").clip(lower=1)
     return g
 
 
-def _expert_tokens(s: Scanned) -> pd.DataFrame:
-    """Distinct (layer, token, expert) triples: which experts each token used in each layer."""
+def _expert_tokens(s: Scanned) -> tuple[np.ndarray, int]:
+    """Distinct (layer, expert, token) triples, which experts each token used in each layer, as sorted keys
+    ``(layer_slot * n_experts + expert) * n_tokens + token``, and n_tokens (keys stay integers: a frame of
+    millions of triples is the slow part otherwise)."""
     tok, unit = _pair_split(s)
     expert = s.units["expert"].to_numpy()[unit]
     ex = expert >= 0
-    d = pd.DataFrame({"layer": s.unit_layer[unit[ex]], "token": tok[ex], "expert": expert[ex]})
-    return d.drop_duplicates(ignore_index=True)
+    n_tok = int(tok.max(initial=0)) + 2
+    width = int(expert.max(initial=0)) + 1
+    layer = s.unit_layer[unit[ex]].astype(np.int64) + 1
+    return sorted_unique((layer * width + expert[ex]) * n_tok + tok[ex]), n_tok, width
 
 
 def expert_reuse(s: Scanned) -> pd.DataFrame:
     """Return, per layer and token (from the second token on), the experts it used, how many of them the
     previous token used too, and that share (the reuse an expert cache would see)."""
     cols = ["layer", "token", "experts", "reused", "reuse"]
-    d = _expert_tokens(s)
-    if d.empty:
+    keys, n_tok, width = _expert_tokens(s)
+    if not len(keys):
         return pd.DataFrame(columns=cols)
-    prev = d.assign(token=d["token"] + 1)
-    used = d.groupby(["layer", "token"]).size().rename("experts")
-    both = d.merge(prev, on=["layer", "token", "expert"]).groupby(["layer", "token"]).size().rename("reused")
-    out = pd.concat([used, both], axis=1).fillna(0).astype(np.int64).reset_index()
-    present = set(zip(d["layer"], d["token"], strict=True))
-    out = out[[(la, t - 1) in present for la, t in zip(out["layer"], out["token"], strict=True)]]
+    prev = keys - 1
+    at = np.minimum(np.searchsorted(keys, prev), len(keys) - 1)
+    reused = (keys[at] == prev) & (keys % n_tok > 0)
+    layer, token = keys // n_tok // width - 1, keys % n_tok
+    group = (layer + 1) * n_tok + token  # bounded: (layers + 1) * tokens cells
+    experts = np.bincount(group)
+    again = np.bincount(group, weights=reused, minlength=len(experts)).astype(np.int64)
+    g = np.flatnonzero(experts)
+    had_prev = (g % n_tok > 0) & (experts[np.maximum(g - 1, 0)] > 0)
+    g = g[had_prev]
+    out = pd.DataFrame({"layer": g // n_tok - 1, "token": g % n_tok, "experts": experts[g], "reused": again[g]})
     out["reuse"] = out["reused"] / out["experts"]
-    return out[cols].reset_index(drop=True)
+    return out[cols]
 
 
 def per_token(s: Scanned) -> pd.DataFrame:

@@ -95,17 +95,23 @@ def plausible(raw: np.ndarray, fmt: str, file_bytes: int | None = None) -> np.nd
 def _sample(path: str, fmt: str, file_bytes: int | None) -> tuple[int, int, float]:
     """Return (used entries, capacity, share of plausible entries) for `path` read as `fmt`."""
     raw = _map(path, fmt)
-    used = used_entries(raw)
+    used, capacity = used_entries(raw), len(raw)
+    del raw
     if used == 0:
-        return 0, len(raw), 0.0
+        return 0, capacity, 0.0
     idx = np.unique(np.linspace(0, used - 1, min(SAMPLE, used)).astype(np.int64))
-    picked = raw[idx]
+    # read the sample with pread, not through the mapping: each fault on a mapping pulls in its
+    # neighbours too (fault-around), which for thousands of spread entries adds up to hundreds of MB
+    width = DTYPES[fmt].itemsize
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        picked = np.frombuffer(b"".join(os.pread(fd, width, int(i) * width) for i in idx), DTYPES[fmt])
     ok = plausible(picked, fmt, file_bytes)
     # entries are appended in time order (thread-local batches may reorder a little), so a layout that
     # reads timestamps out of other fields fails here too
     ordered = np.ones(len(idx), bool)
     ordered[1:] = np.diff(picked["timestamp_ns"].astype(np.int64)) >= 0
-    return used, len(raw), float(np.mean(ok & ordered))
+    return used, capacity, float(np.mean(ok & ordered))
 
 
 def _sidecar(path: str) -> int | None:

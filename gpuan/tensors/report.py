@@ -136,7 +136,7 @@ def figures(a: Analysis, max_points_3d: int | None = None) -> list:
         binned = np.add.reduceat(tl, np.arange(0, tl.shape[0], step), axis=0) if step > 1 else tl
         f = go.Figure(
             go.Heatmap(
-                z=binned.T.astype(np.float64),
+                z=binned.T.astype(np.float32),
                 x=np.arange(0, tl.shape[0], step),
                 y=np.arange(tl.shape[1]) - 1,
                 colorscale="Viridis",
@@ -154,7 +154,7 @@ def figures(a: Analysis, max_points_3d: int | None = None) -> list:
     time_axis = np.arange(TB) * span_ms / TB
     f = go.Figure(
         go.Heatmap(
-            z=np.log1p(s.time_offset.T.astype(np.float64)),
+            z=np.log1p(s.time_offset.T.astype(np.float32)),
             x=time_axis,
             y=np.arange(OB) * s.model.file_bytes / OB / 1e6,
             colorscale="Hot",

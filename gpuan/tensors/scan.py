@@ -303,7 +303,8 @@ def scan(
         thread_time += xp.bincount(c["thread"].astype(i64) * TB + tb, minlength=thread_time.shape[0] * TB).reshape(
             -1, TB
         )
-        ob = xp.clip(off * OB // max(model.file_bytes, 1), 0, OB - 1)
+        # offsets beyond the file go to the last bin (capped first: off * OB must not overflow int64)
+        ob = xp.clip(xp.minimum(off, model.file_bytes) * OB // max(model.file_bytes, 1), 0, OB - 1)
         time_offset += xp.bincount((tb * OB + ob)[in_file], minlength=TB * OB)
         time_kind += xp.bincount(tb * 2 + inter.astype(i64), weights=size, minlength=2 * TB).astype(i64)
         first_of_entry = xp.ones(n, bool)

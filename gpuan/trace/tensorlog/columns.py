@@ -25,6 +25,12 @@ def _none(a: np.ndarray, missing: int, dtype) -> np.ndarray:
     return np.where(a == missing, -1, a.astype(np.int64)).astype(dtype)
 
 
+def _offset(a: np.ndarray) -> np.ndarray:
+    """File offsets as int64; a (garbage) offset of 2^63 or more saturates to the int64 maximum instead of
+    wrapping negative, so it stays a file access that lies in no tensor (the offsets check reports it)."""
+    return np.minimum(a, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
+
+
 def _entry64(raw: np.ndarray) -> Columns:
     off = raw["file_offset"]
     return {
@@ -37,7 +43,7 @@ def _entry64(raw: np.ndarray) -> Columns:
         "phase": raw["phase"].astype(np.int16),
         "tensor_idx": _none(raw["tensor_idx"], NO_TENSOR, np.int64),
         "ptr": raw["tensor_ptr"].astype(np.uint64),
-        "offset": np.where((off == 0) | (off == NO_OFFSET), -1, off.astype(np.int64)),
+        "offset": np.where((off == 0) | (off == NO_OFFSET), -1, _offset(off)),
         "buffer": np.full(len(raw), -1, np.int64),
         "size": raw["size_bytes"].astype(np.int64),
         "expert": _none(raw["expert_id"], NO_EXPERT, np.int16),
@@ -72,7 +78,7 @@ def _per_op(raw: np.ndarray, with_experts: bool) -> Columns:
         "phase": raw["phase"][row].astype(np.int16),
         "tensor_idx": _none(src["tensor_idx"], NO_TENSOR, np.int64),
         "ptr": src["ptr"].astype(np.uint64),
-        "offset": np.where(disk & (where != 0) & (where != NO_OFFSET), where.astype(np.int64), -1),
+        "offset": np.where(disk & (where != 0) & (where != NO_OFFSET), _offset(where), -1),
         "buffer": np.where(disk, -1, where.astype(np.int64)),
         "size": src["size"].astype(np.int64),
         "expert": experts,

@@ -76,7 +76,7 @@ def read_buffers(path: str | os.PathLike) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=list(BUFFER_FIELDS))
     try:
         df["timestamp_ms"] = df["timestamp_ms"].astype(float)
-        df["buffer_ptr"] = np.array([_pointer(p) for p in df["buffer_ptr"].fillna(0)], dtype=np.uint64)
+        df["buffer_ptr"] = np.array([_pointer(p) if pd.notna(p) else 0 for p in df["buffer_ptr"]], dtype=np.uint64)
         df["size"] = pd.to_numeric(df["size"]).fillna(0).astype(np.int64)
         df["buffer_id"] = pd.to_numeric(df["buffer_id"]).fillna(-1).astype(np.int64)
         df["layer"] = pd.to_numeric(df["layer"]).fillna(-1).astype(np.int64)

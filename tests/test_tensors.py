@@ -336,6 +336,19 @@ def test_stories260k_map(stories):
     assert list(u["start"]) == list(t["offset"]) and list(u["end"] - u["start"]) == list(t["n_bytes"])
 
 
+@pytest.mark.parametrize("fmt", ["seed64", "op256"])
+def test_synthetic_log_against_stories260k(stories, tmp_path, fmt):
+    """A log written against the real model joins to its real tensors: every one of the 48 is read, by the
+    counts an independent decode and join of the raw entries gives."""
+    log = tmp_path / f"stories.{fmt}"
+    st.write_log(log, read_gguf(stories), fmt, tokens=6, capacity=4096)
+    a = analyze(log, stories)
+    acc = join(read_entries(log, fmt), parse_gguf(stories))
+    exp = expected(acc)
+    assert_tables_match(a.tables, exp)
+    assert a.scanned.outside == 0 and (a.tables["tensors"]["accesses"] > 0).sum() == 48
+
+
 @pytest.mark.parametrize("experts,alignment", [(EXPERTS, 64), (0, None)])
 def test_synthetic_model_map(tmp_path, experts, alignment):
     path = st.write_model(tmp_path / "m.gguf", experts=experts, alignment=alignment)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.engine import CPU
+from gpuan.engine.unique import sorted_unique
 from gpuan.trace.table import Trace
 
 BREAKDOWN = np.dtype(
@@ -69,7 +70,7 @@ def _wrapper(ev) -> np.ndarray:
 
 def _minus(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Return the disjoint intervals covered by `a` and not by `b` (each given as (starts, ends))."""
-    edges = _edges(np.concatenate((a[0], a[1], b[0], b[1])))
+    edges = sorted_unique(np.concatenate((a[0], a[1], b[0], b[1])))
     if edges.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     keep = _covered(edges, *a) & ~_covered(edges, *b)
@@ -90,7 +91,7 @@ def breakdown(
     cuts = [np.array([lo, hi], np.int64)]
     for s, e in (compute, wait, comm):
         cuts += [np.clip(s, lo, hi), np.clip(e, lo, hi)]
-    edges = _edges(np.concatenate(cuts))
+    edges = sorted_unique(np.concatenate(cuts))
     seg = np.diff(edges)
     label = np.full(seg.size, 3, np.int8)  # idle
     for c in range(2, -1, -1):  # the lowest category number wins
@@ -101,13 +102,6 @@ def breakdown(
     for c, name in enumerate((*CATEGORIES, "idle")):
         out[name] = seg[label == c].sum()
     return out
-
-
-def _edges(times: np.ndarray) -> np.ndarray:
-    """Return the distinct times, sorted (a sort and a compare: numpy's hashing unique is far slower on
-    millions of int64 times)."""
-    t = np.sort(times)
-    return t[np.concatenate(([True], t[1:] != t[:-1]))] if t.size else t
 
 
 def _covered(edges: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -18,7 +18,8 @@ from gpuan.tensors.scan import Options, Scanned
 
 @dataclass
 class Analysis:
-    """The result: the pass's aggregates, the tables by name, the checks, and the buffer events (if given)."""
+    """The result: the pass's aggregates, the tables by name (with ``buffers`` and ``buffer_memory`` when
+    buffer events were given), and the checks."""
 
     scanned: Scanned
     tables: dict[str, pd.DataFrame]

@@ -15,28 +15,20 @@ def interval_of(xp, starts, ends, keys, valid=None):
     return xp.where(hit, i, -1)
 
 
-def expert_slices(
-    xp,
-    unit,
-    size,
-    expert,
-    offset,
-    tensor_start,
-    unit_start,
-    unit_tensor,
-    unit_expert,
-    first_unit,
-    n_experts,
-    slice_bytes,
-):
-    """Return (unit, offset, size) with accesses that name their expert and start at the start of an expert tensor
-    moved to that expert's slice, their size cut to one slice: loggers that record the whole MUL_MAT_ID
-    source tensor plus the selected expert id mean that slice, not slice 0. `first_unit`, `n_experts`
-    and `slice_bytes` are per tensor."""
+def expert_slices(xp, unit, offset, size, expert, starts, ends, unit_tensor, unit_expert):
+    """Return (unit, offset, size) with accesses that name their expert and start at the start of an expert
+    tensor moved to that expert's slice, their size cut to one slice: loggers that record the whole
+    MUL_MAT_ID source tensor plus the selected expert id mean that slice, not slice 0. A tensor's slices
+    are consecutive units, so slice e of the tensor whose slice 0 is unit u is unit u + e."""
     safe = xp.maximum(unit, 0)
-    tensor = unit_tensor[safe]
-    whole = (unit >= 0) & (expert >= 0) & (unit_expert[safe] == 0) & (offset == tensor_start[tensor])
-    whole &= expert < n_experts[tensor]
-    moved = xp.where(whole, first_unit[tensor] + expert.astype(unit.dtype), unit)
-    offset = xp.where(whole, unit_start[xp.maximum(moved, 0)], offset)
-    return moved, offset, xp.where(whole, xp.minimum(size, slice_bytes[tensor]), size)
+    moved = safe + xp.maximum(expert, 0).astype(unit.dtype)
+    inside = moved < unit_tensor.shape[0]
+    moved = xp.where(inside, moved, safe)
+    whole = (unit >= 0) & (expert >= 0) & (unit_expert[safe] == 0) & (offset == starts[safe])
+    whole &= inside & (unit_tensor[moved] == unit_tensor[safe])
+    slice_bytes = ends[safe] - starts[safe]
+    return (
+        xp.where(whole, moved, unit),
+        xp.where(whole, starts[moved], offset),
+        xp.where(whole, xp.minimum(size, slice_bytes), size),
+    )

@@ -100,10 +100,6 @@ def write_tables(a: Analysis, out: str, fmt: str = "csv") -> list:
     return write_frames(tables, out, fmt)
 
 
-def _bins(n: int, width: int) -> np.ndarray:
-    return np.arange(n) * width
-
-
 def figures(a: Analysis, max_points_3d: int | None = None) -> list:
     """Return the report's plotly figures (2-D views in WebGL or pre-binned; the 3-D view sampled)."""
     import plotly.graph_objects as go

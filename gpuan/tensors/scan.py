@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from gpuan.engine import Engine, current
+from gpuan.engine.unique import sorted_unique
 from gpuan.tensors.join import expert_slices, interval_of
 from gpuan.tensors.names import layer_of
 from gpuan.trace.gguf_map import ModelMap, units
@@ -20,6 +21,8 @@ from gpuan.trace.tensorlog.columns import accesses
 UNNAMED = "(unnamed)"
 DENSE_PAIRS = 1 << 27  # token x unit cells kept as a bitmap up to this size, else as sorted keys
 NEVER = np.iinfo(np.int64).max
+# per-token accumulators and their starting values
+TOKEN_FILLS = {"count": 0, "bytes": 0, "weight": 0, "first": NEVER, "last": -1, "phase": -1}
 
 
 @dataclass(frozen=True)
@@ -153,12 +156,6 @@ def scan(
 
     n_units, n_layers = len(u), int(max(unit_layer.max(initial=-1), 0)) + 2
     starts, ends = xp.asarray(u["start"].to_numpy()), xp.asarray(u["end"].to_numpy())
-    per_tensor = model.tensors
-    tensor_start = xp.asarray(per_tensor["offset"].to_numpy())
-    counts = np.where(per_tensor["n_experts"].to_numpy() > 0, per_tensor["n_experts"].to_numpy(), 1)
-    first_unit = xp.asarray(np.cumsum(counts) - counts)
-    n_experts = xp.asarray(np.where(u.groupby("tensor")["expert"].max().to_numpy() >= 0, counts, 0))
-    slice_bytes = xp.asarray(per_tensor["n_bytes"].to_numpy() // counts)
     unit_tensor, unit_expert = xp.asarray(u["tensor"].to_numpy()), xp.asarray(u["expert"].to_numpy())
     layer_of_unit = xp.asarray(unit_layer)
     pages = model.file_bytes // o.page_bytes + 2
@@ -170,12 +167,7 @@ def scan(
     unit_count, unit_bytes = xp.zeros(n_units, i64), xp.zeros(n_units, i64)
     unit_first, unit_last = xp.full(n_units, NEVER, i64), xp.full(n_units, -1, i64)
     name_count, name_bytes = xp.zeros(16, i64), xp.zeros(16, i64)
-    tok = {k: xp.zeros(tokens_guess, i64) for k in ("count", "bytes", "weight")}
-    tok_first, tok_last, tok_phase = (
-        xp.full(tokens_guess, NEVER, i64),
-        xp.full(tokens_guess, -1, i64),
-        xp.full(tokens_guess, -1, i64),
-    )
+    tok = {k: xp.full(tokens_guess, fill, i64) for k, fill in TOKEN_FILLS.items()}
     token_layer = xp.zeros((tokens_guess, n_layers), i64)
     bitmap = xp.zeros((tokens_guess, n_units), bool) if dense else None
     pair_chunks: list[np.ndarray] = []
@@ -204,20 +196,7 @@ def scan(
         ts, token, off = c["ts"], c["token"], c["offset"]
         in_file = off >= 0
         unit = interval_of(xp, starts, ends, off, in_file)
-        unit, off, size = expert_slices(
-            xp,
-            unit,
-            c["size"],
-            c["expert"],
-            off,
-            tensor_start,
-            starts,
-            unit_tensor,
-            unit_expert,
-            first_unit,
-            n_experts,
-            slice_bytes,
-        )
+        unit, off, size = expert_slices(xp, unit, off, c["size"], c["expert"], starts, ends, unit_tensor, unit_expert)
         hit = unit >= 0
         safe_unit = xp.maximum(unit, 0)
         layer = xp.where(hit, layer_of_unit[safe_unit], c["layer"])
@@ -257,12 +236,7 @@ def scan(
         # per token
         top = int(token.max()) + 1
         if top > tok["count"].shape[0]:
-            tok = {k: _grow(xp, v, top) for k, v in tok.items()}
-            tok_first, tok_last, tok_phase = (
-                _grow(xp, tok_first, top, NEVER),
-                _grow(xp, tok_last, top, -1),
-                _grow(xp, tok_phase, top, -1),
-            )
+            tok = {k: _grow(xp, v, top, TOKEN_FILLS[k]) for k, v in tok.items()}
             token_layer = _grow(xp, token_layer, top)
             if bitmap is not None:
                 if top * max(n_units, 1) > DENSE_PAIRS:
@@ -274,9 +248,9 @@ def scan(
         tok["count"] += xp.bincount(token, minlength=m)
         tok["bytes"] += xp.bincount(token, weights=size, minlength=m).astype(i64)
         tok["weight"] += xp.bincount(token, weights=xp.where(in_file, size, 0), minlength=m).astype(i64)
-        _scatter(xp, "min", tok_first, token, ts)
-        _scatter(xp, "max", tok_last, token, ts)
-        _scatter(xp, "max", tok_phase, token, c["phase"].astype(i64))
+        _scatter(xp, "min", tok["first"], token, ts)
+        _scatter(xp, "max", tok["last"], token, ts)
+        _scatter(xp, "max", tok["phase"], token, c["phase"].astype(i64))
         L = token_layer.shape[1]
         lay = xp.clip(layer + 1, 0, L - 1).astype(i64)
         token_layer += xp.bincount(token * L + lay, weights=size, minlength=m * L).astype(i64).reshape(m, L)
@@ -342,8 +316,9 @@ def scan(
     s.unit_count, s.unit_bytes, s.unit_first, s.unit_last = h(unit_count), h(unit_bytes), h(unit_first), h(unit_last)
     s.name_count, s.name_bytes = h(name_count)[: len(s.names)], h(name_bytes)[: len(s.names)]
     top = int(np.max(np.nonzero(h(tok["count"]))[0], initial=-1)) + 1
-    s.tok_count, s.tok_bytes, s.tok_weight_bytes = (h(tok[k])[:top] for k in ("count", "bytes", "weight"))
-    s.tok_first, s.tok_last, s.tok_phase = h(tok_first)[:top], h(tok_last)[:top], h(tok_phase)[:top]
+    s.tok_count, s.tok_bytes, s.tok_weight_bytes, s.tok_first, s.tok_last, s.tok_phase = (
+        h(tok[k])[:top] for k in TOKEN_FILLS
+    )
     s.token_layer = h(token_layer)[:top]
     if bitmap is not None:
         pair_chunks.append(_bitmap_keys(xp, eng, bitmap, n_units))
@@ -372,12 +347,6 @@ def _scatter(xp, how: str, out, idx, values) -> None:
         import cupyx
 
         (cupyx.scatter_min if how == "min" else cupyx.scatter_max)(out, idx, values)
-
-
-def sorted_unique(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (sort and compare: numpy's hashing unique is slow on millions of int64)."""
-    k = np.sort(keys)
-    return k[np.concatenate(([True], k[1:] != k[:-1]))] if len(k) else k
 
 
 def _bitmap_keys(xp, eng: Engine, bitmap, n_units: int) -> np.ndarray:

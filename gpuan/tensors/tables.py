@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gpuan.engine.unique import sorted_unique
 from gpuan.tensors.names import component_of, layer_of
-from gpuan.tensors.scan import NEVER, Scanned, sorted_unique
+from gpuan.tensors.scan import NEVER, Scanned
 
 
 def _rel(ts: np.ndarray, t0: int) -> np.ndarray:
@@ -135,15 +136,16 @@ def per_component(tensors: pd.DataFrame, inter: pd.DataFrame) -> pd.DataFrame:
     return g.reset_index().sort_values("bytes_accessed", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def per_expert(s: Scanned) -> pd.DataFrame:
+def per_expert(s: Scanned, used: tuple | None = None) -> pd.DataFrame:
     """Return one row per (layer, expert) of the MoE expert tensors: accesses, bytes read, distinct tokens,
-    share of the layer's expert accesses; empty for a dense model."""
+    share of the layer's expert accesses; empty for a dense model. `used` is :func:`expert_tokens` of `s`
+    when the caller has it already."""
     uf = _unit_frame(s)
     e = uf[uf["expert"] >= 0]
     if e.empty:
         return pd.DataFrame(columns=["layer", "expert", "accesses", "bytes_accessed", "tokens", "share"])
     g = e.groupby(["layer", "expert"]).agg(accesses=("accesses", "sum"), bytes_accessed=("bytes_accessed", "sum"))
-    keys, n_tok, width = _expert_tokens(s)
+    keys, n_tok, width = used or expert_tokens(s)
     le = keys // n_tok
     tokens = pd.Series(np.bincount(le, minlength=int(le.max(initial=0)) + 1))
     g["tokens"] = tokens.reindex([(la + 1) * width + ex for la, ex in g.index], fill_value=0).to_numpy()
@@ -152,10 +154,10 @@ def per_expert(s: Scanned) -> pd.DataFrame:
     return g
 
 
-def _expert_tokens(s: Scanned) -> tuple[np.ndarray, int]:
-    """Distinct (layer, expert, token) triples, which experts each token used in each layer, as sorted keys
-    ``(layer_slot * n_experts + expert) * n_tokens + token``, and n_tokens (keys stay integers: a frame of
-    millions of triples is the slow part otherwise)."""
+def expert_tokens(s: Scanned) -> tuple[np.ndarray, int, int]:
+    """Return the distinct (layer, expert, token) triples, which experts each token used in each layer, as
+    sorted keys ``((layer + 1) * width + expert) * n_tokens + token``, with n_tokens and width (keys stay
+    integers: a frame of millions of triples is the slow part otherwise)."""
     tok, unit = _pair_split(s)
     expert = s.units["expert"].to_numpy()[unit]
     ex = expert >= 0
@@ -165,11 +167,12 @@ def _expert_tokens(s: Scanned) -> tuple[np.ndarray, int]:
     return sorted_unique((layer * width + expert[ex]) * n_tok + tok[ex]), n_tok, width
 
 
-def expert_reuse(s: Scanned) -> pd.DataFrame:
+def expert_reuse(s: Scanned, used: tuple | None = None) -> pd.DataFrame:
     """Return, per layer and token (from the second token on), the experts it used, how many of them the
-    previous token used too, and that share (the reuse an expert cache would see)."""
+    previous token used too, and that share (the reuse an expert cache would see). `used` as in
+    :func:`per_expert`."""
     cols = ["layer", "token", "experts", "reused", "reuse"]
-    keys, n_tok, width = _expert_tokens(s)
+    keys, n_tok, width = used or expert_tokens(s)
     if not len(keys):
         return pd.DataFrame(columns=cols)
     prev = keys - 1
@@ -262,13 +265,14 @@ def build(s: Scanned) -> dict[str, pd.DataFrame]:
     """Return every table by name."""
     tensors = per_tensor(s)
     inter = intermediates(s)
+    used = expert_tokens(s)
     return {
         "tensors": tensors,
         "intermediates": inter,
         "layers": per_layer(s, tensors),
         "components": per_component(tensors, inter),
-        "experts": per_expert(s),
-        "expert_reuse": expert_reuse(s),
+        "experts": per_expert(s, used),
+        "expert_reuse": expert_reuse(s, used),
         "tokens": per_token(s),
         "token_layer": token_layer(s),
         "hot_curve": hot_curve(s),

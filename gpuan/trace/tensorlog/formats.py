@@ -33,17 +33,16 @@ def _struct(fields: list[tuple[str, str, int]], itemsize: int) -> np.dtype:
     return np.dtype({"names": list(names), "formats": list(formats), "offsets": list(offsets), "itemsize": itemsize})
 
 
-_HEAD64 = [
+# the first 18 bytes, the same in every layout
+_HEAD = [
     ("timestamp_ns", "<u8", 0),
     ("token_id", "<u4", 8),
     ("layer_id", "<u2", 12),
     ("thread_id", "<u2", 14),
     ("operation_type", "u1", 16),
     ("phase", "u1", 17),
-    ("padding1", "<u2", 18),
-    ("padding1b", "<u4", 20),
-    ("tensor_idx", "<u4", 24),
 ]
+_HEAD64 = _HEAD + [("padding1", "<u2", 18), ("padding1b", "<u4", 20), ("tensor_idx", "<u4", 24)]
 
 
 def _tail64(at: int) -> list[tuple[str, str, int]]:
@@ -65,15 +64,7 @@ def _tail64(at: int) -> list[tuple[str, str, int]]:
 SEED64 = _struct(_HEAD64 + _tail64(32), 64)
 PACKED64 = _struct(_HEAD64 + _tail64(28) + [("padding4", "<u4", 60)], 64)
 
-_HEAD_OP = [
-    ("timestamp_ns", "<u8", 0),
-    ("token_id", "<u4", 8),
-    ("layer_id", "<u2", 12),
-    ("thread_id", "<u2", 14),
-    ("operation_type", "u1", 16),
-    ("phase", "u1", 17),
-    ("num_sources", "u1", 18),
-]
+_HEAD_OP = _HEAD + [("num_sources", "u1", 18)]
 
 
 def _source(name_bytes: int) -> np.dtype:

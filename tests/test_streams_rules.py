@@ -10,7 +10,7 @@ import pytest
 from gpuan.devices import find, lookup
 from gpuan.streams.occupancy import blocks_per_sm
 from gpuan.streams.simulate import Settings, issue_order, simulate
-from gpuan.streams.workload import D2H, H2D, KERNEL, Workload
+from gpuan.streams.workload import D2H, H2D, KERNEL, OTHER, Workload
 
 #: a toy GPU: 2 SMs of 1024 threads (4 blocks of 256), no copy-engine time slicing
 TOY = replace(lookup("H100 SXM5"), name="toy", sms=2, threads_per_sm=1024, copy_first_turn_ns=None, copy_turn_ns=None)
@@ -116,3 +116,101 @@ def test_pageable_copies_hold_the_host():
     w = replace(ops((H2D, 10.0, 0), (H2D, 10.0, 0)), pageable=np.array([True, True]))
     tl = simulate(w, Settings(TOY, 2, launch_order="depth", api_ns=0.0, engines=(2, 2, 1)))
     assert tl.issued.tolist() == [0.0, 10.0, 20.0, 30.0]
+
+
+def test_a_block_too_big_for_the_gpu_is_refused():
+    # 1024 threads x 255 registers: 32 warps of 8192 registers, four times an H100 SM's 65536
+    w = replace(ops((KERNEL, 100.0, 4)), threads=np.array([1024]), registers=np.array([255]))
+    with pytest.raises(ValueError, match="needs 262144 registers per block, a toy SM has 65536"):
+        simulate(w, Settings(TOY, 2))
+
+
+def test_a_trace_from_a_bigger_gpu_is_one_line_and_exit_2(tmp_path, capsys):
+    # an nvprof trace whose kernel uses 200 KB of shared memory per block, simulated on a GTX 950 (96 KiB)
+    trace = tmp_path / "big_smem.csv"
+    trace.write_text(
+        "==1== Profiling result:\n"
+        '"Start","Duration","Grid X","Grid Y","Grid Z","Block X","Block Y","Block Z","Registers Per Thread",'
+        '"Static SMem","Dynamic SMem","Size","Throughput","Device","Context","Stream","Name"\n'
+        "ms,us,,,,,,,,B,KB,KB,GB/s,,,,\n"
+        '1.0,16.0,,,,,,,,,,89.8,5.1,"GeForce GTX 950 (0)","1","13","[CUDA memcpy HtoD]"\n'
+        '1.1,61.0,90,1,1,256,1,1,28,0,200,,,"GeForce GTX 950 (0)","1","13","big_kernel(float*)"\n'
+    )
+    out = tmp_path / "p.json"
+    from gpuan.cli import main
+
+    assert main(["streams", str(trace), "--streams", "2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"gpuan: error: {trace}: kernel big_kernel")
+    assert "bytes of shared memory per block" in err and "cannot run on that GPU" in err
+    assert not out.exists()
+
+
+def random_workload(rng: np.random.Generator) -> Workload:
+    """A random stream of copies, kernels (every block fits an SM of TOY) and memsets."""
+    m = int(rng.integers(1, 10))
+    kind = rng.choice([H2D, D2H, KERNEL, OTHER], size=m, p=[0.3, 0.2, 0.4, 0.1]).astype(np.int8)
+    gaps = np.concatenate([[0.0], rng.integers(0, 3, m - 1)])  # no gap before the first, as in a trace
+    w = ops(*[(k, float(rng.integers(1, 40)) * 2.5, int(rng.integers(1, 24)), float(g)) for k, g in zip(kind, gaps)])
+    return replace(w, threads=np.where(kind == KERNEL, rng.choice([32, 128, 256, 512], m), 0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_workloads_keep_the_rules(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        w = random_workload(rng)
+        n, order = int(rng.integers(1, 6)), str(rng.choice(["breadth", "depth"]))
+        tl = simulate(w, Settings(TOY, n, launch_order=order, api_ns=0.0, engines=(1, 1, 1)))
+        start, end = tl.start.reshape(n, -1), tl.end.reshape(n, -1)
+        # one stream alone is the single-stream trace again
+        alone = simulate(w, Settings(TOY, 1, api_ns=0.0))
+        np.testing.assert_allclose(alone.start, w.start, atol=1e-9)
+        np.testing.assert_allclose(alone.end, w.start + w.dur, atol=1e-9)
+        # in a stream, each operation waits for the one before plus the measured gap
+        assert (start[:, 1:] >= end[:, :-1] + w.gap[1:] - 1e-9).all()
+        assert (tl.start >= tl.issued).all()
+        # a kernel never runs faster than alone on the GPU; with one engine a way, a copy moves alone, at
+        # its single-stream speed, and copies one way never overlap
+        dur = end - start
+        kernel = w.kind == KERNEL
+        assert (dur[:, kernel] >= w.dur[kernel] - 1e-9).all()
+        for k in (H2D, D2H):
+            one_way = w.kind == k
+            np.testing.assert_allclose(dur[:, one_way], np.broadcast_to(w.dur[one_way], dur[:, one_way].shape))
+            spans = sorted(zip(start[:, one_way].ravel(), end[:, one_way].ravel()))
+            assert all(b[0] >= a[1] - 1e-9 for a, b in zip(spans, spans[1:]))
+        assert tl.total >= w.span - 1e-9
+
+
+def test_the_event_loop_runs_the_same_interpreted(tmp_path):
+    # numba compiles the event loop; the same source run by Python (NUMBA_DISABLE_JIT=1) must give
+    # bit-identical timelines, so the loop can be debugged as plain Python
+    script = tmp_path / "twin.py"
+    script.write_text(
+        "import sys, numpy as np\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_streams_rules import TOY, random_workload\n"
+        "from gpuan.streams.simulate import Settings, simulate\n"
+        "rng = np.random.default_rng(7)\n"
+        "rows = []\n"
+        "for i in range(40):\n"
+        "    w = random_workload(rng)\n"
+        "    s = Settings(TOY, 1 + i % 5, launch_order=('breadth', 'depth')[i % 2], api_ns=0.5 * (i % 3),\n"
+        "                 engines=(1 + i % 2, 1, 1), copy_first_turn_ns=(None, 12.5)[i % 2],\n"
+        "                 copy_turn_ns=(None, 5.0)[i % 2])\n"
+        "    tl = simulate(w, s)\n"
+        "    rows.append(np.concatenate([tl.start, tl.end, tl.issued]))\n"
+        "np.save(sys.argv[2], np.concatenate(rows))\n"
+    )
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    for jit, name in (("0", "compiled"), ("1", "interpreted")):
+        env = dict(os.environ, NUMBA_DISABLE_JIT=jit)
+        subprocess.run([sys.executable, str(script), here, str(tmp_path / name)], env=env, check=True)
+    compiled, interpreted = (np.load(tmp_path / f"{n}.npy") for n in ("compiled", "interpreted"))
+    assert compiled.size > 400 and np.array_equal(compiled, interpreted)

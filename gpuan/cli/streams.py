@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from gpuan.streams.simulate import LAUNCH_ORDERS
 
@@ -32,7 +33,10 @@ def run(args) -> int:
     from gpuan.outputs import write_text
     from gpuan.streams import check, predict
     from gpuan.streams.chrome import chrome_json
+    from gpuan.streams.simulate import is_compiled
 
+    if sys.stderr.isatty() and not is_compiled():  # a note for people, not for scripts
+        print("gpuan: compiling the stream simulator (first run only, about 15 seconds)", file=sys.stderr)
     prediction = predict(
         load_trace(args.trace), args.streams, launch_order=args.launch_order, device=args.gpu_name,
         stream=args.stream, source=args.trace,

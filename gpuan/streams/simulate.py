@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from gpuan.devices import GPU
+from gpuan.engine.jit import compiled_on_disk
 from gpuan.streams.occupancy import block_needs, fit, sm_capacity
 from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, Workload
 
@@ -70,36 +72,6 @@ class Timeline:
         return float(self.end.max() - self.start.min()) if self.end.size else 0.0
 
 
-@dataclass
-class _Copy:
-    op: int
-    stream: int
-    direction: int
-    left: float  # ns of transfer at its single-stream rate still to do
-
-
-@dataclass
-class _Holder:
-    """A stream holding a copy engine: its copy moving now (None between two back-to-back copies) and the
-    end of its turn."""
-
-    copy: _Copy | None
-    turn_ends: float
-
-
-@dataclass
-class _Direction:
-    index: int  # H2D, D2H, device to device: as _direction() numbers them
-    engines: int
-    holders: dict[int, _Holder] = field(default_factory=dict)  # stream -> its engine turn
-    queue: list[_Copy] = field(default_factory=list)  # copies waiting for a turn, in order
-    since: float = 0.0  # time the holders' `left` was last brought up to date
-    version: int = 0
-
-    def moving(self) -> list[_Copy]:
-        return [h.copy for h in self.holders.values() if h.copy is not None]
-
-
 def issue_order(n_ops: int, n_streams: int, order: str) -> list[tuple[int, int]]:
     """Return (stream, op) pairs in the order the host issues them: ``breadth`` issues operation k of
     every stream before operation k+1 of any; ``depth`` issues all of stream 0, then stream 1, ..."""
@@ -134,218 +106,335 @@ def kernel_blocks(w: Workload, gpu: GPU) -> Blocks:
     return Blocks(needs, grid, per_sm, np.where(w.kind == KERNEL, w.dur / waves, 0.0))
 
 
+RESOURCES = ("threads", "registers", "bytes of shared memory", "block slots")
+
+
+def too_big(w: Workload, gpu: GPU) -> list[str]:
+    """Return, for each kernel whose thread block does not fit an empty SM of `gpu` (a trace from a larger
+    GPU simulated on a smaller one), what it needs against what an SM has; empty when all fit."""
+    capacity = sm_capacity(gpu)
+    known = (w.kind == KERNEL) & (w.grid > 0) & (w.threads > 0)
+    needs = block_needs(gpu, w.threads, w.registers, w.shared_memory)
+    return [
+        f"kernel {w.names[i][:80]} needs {needs[i, j]} {RESOURCES[j]} per block, a {gpu.name} SM has {capacity[j]}"
+        for i, j in np.argwhere(known[:, None] & (needs > capacity[None, :]))
+    ]
+
+
 def simulate(w: Workload, settings: Settings) -> Timeline:
-    """Return the timeline of `settings.n_streams` copies of workload `w` issued on as many streams."""
+    """Return the timeline of `settings.n_streams` copies of workload `w` issued on as many streams.
+    Raises ValueError if a kernel's block does not fit an SM of the GPU (see :func:`too_big`)."""
     gpu, n, m = settings.gpu, settings.n_streams, len(w)
-    total = n * m
-    start = np.full(total, np.nan)
-    end = np.full(total, np.nan)
-    issued = np.full(total, np.nan)
-    dep_ready = np.full(total, np.nan)  # when the stream predecessor allows the op (end + gap)
-    stream_of = np.repeat(np.arange(n), m)
-    index_of = np.tile(np.arange(m), n)
-
-    free = np.tile(sm_capacity(gpu), (gpu.sms, 1))
+    problems = too_big(w, gpu)
+    if problems:
+        raise ValueError(problems[0])
     blocks = kernel_blocks(w, gpu)
-    needs, block_time = blocks.needs, blocks.time
-    kernels_waiting: list[int] = []  # op ids ready to place blocks, in order
-    blocks_left = np.zeros(total, np.int64)  # blocks not yet placed
-    blocks_running = np.zeros(total, np.int64)
-
-    directions = [_Direction(i, e) for i, e in enumerate(settings.engines)]
-    events: list[tuple[float, int, int, object]] = []
-    seq = 0
-
-    def push(t: float, what: int, payload: object) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, seq, what, payload))
-        seq += 1
-
-    # event kinds
-    ISSUE, READY, COPY_DONE, BLOCKS_DONE, OTHER_DONE, TURN_ENDS, HOST_FREE = range(7)
-    order = iter(issue_order(m, n, settings.launch_order))
-    host_waits_for = -1  # the pageable copy the host is held by, if any
-
-    def issue_next(t: float) -> None:
-        s, k = next(order, (-1, -1))
-        if s >= 0:
-            push(t, ISSUE, s * m + k)
-
-    def maybe_ready(op: int, t: float) -> None:
-        if not math.isnan(issued[op]) and not math.isnan(dep_ready[op]):
-            push(max(issued[op], dep_ready[op], t), READY, op)
-
-    # -- copies ----------------------------------------------------------------------------------------
+    direction = np.array([_direction(k) for k in w.kind], np.int64)
+    order = np.array([s * m + k for s, k in issue_order(m, n, settings.launch_order)], np.int64)
     turn = settings.copy_turn_ns if settings.copy_turn_ns is not None else math.inf
     first_turn = settings.copy_first_turn_ns if settings.copy_first_turn_ns is not None else turn
-
-    def progress(d: _Direction, t: float) -> None:
-        moving = d.moving()
-        if moving and t > d.since:
-            done = (t - d.since) / len(moving)
-            for c in moving:
-                c.left -= done
-        d.since = t
-
-    def reschedule(d: _Direction, t: float) -> None:
-        d.version += 1
-        moving = d.moving()
-        if moving:
-            c = min(moving, key=lambda c: (c.left, c.op))
-            push(t + max(c.left, 0.0) * len(moving), COPY_DONE, (d.index, d.version, c.op))
-        if d.queue and d.holders:
-            push(max(t, min(h.turn_ends for h in d.holders.values())), TURN_ENDS, (d.index, d.version))
-
-    def take_turn(d: _Direction, c: _Copy, t: float, length: float) -> None:
-        d.holders[c.stream] = _Holder(c, t + length)
-        if math.isnan(start[c.op]):  # a preempted copy keeps its first start
-            start[c.op] = t
-
-    def copy_ready(c: _Copy, t: float) -> None:
-        d = directions[c.direction]
-        progress(d, t)
-        held = d.holders.get(c.stream)
-        if held is not None:  # back to back within the stream's turn
-            held.copy = c
-            start[c.op] = t
-        elif len(d.holders) < d.engines:
-            # an idle engine: a full first turn before waiting streams get theirs
-            take_turn(d, c, t, first_turn if not d.holders and not d.queue else turn)
-        else:
-            d.queue.append(c)
-        reschedule(d, t)
-
-    def release(d: _Direction, stream: int, t: float) -> None:
-        d.holders.pop(stream, None)
-        while d.queue and len(d.holders) < d.engines:
-            take_turn(d, d.queue.pop(0), t, turn)
-
-    def copy_done(d: _Direction, op: int, t: float) -> None:
-        progress(d, t)
-        s_ = int(stream_of[op])
-        d.holders[s_].copy = None
-        finish(op, t)
-        # the stream keeps its turn if its next operation, already issued, is a copy the same way
-        k = index_of[op]
-        back_to_back = k + 1 < m and _direction(w.kind[k + 1]) == d.index and not math.isnan(issued[op + 1])
-        if not back_to_back:
-            release(d, s_, t)
-        reschedule(d, t)
-
-    def turn_ends(d: _Direction, t: float) -> None:
-        progress(d, t)
-        due = [s_ for s_, h in d.holders.items() if h.turn_ends <= t]
-        for s_ in due:
-            if not d.queue:
-                d.holders[s_].turn_ends = t + turn
-                continue
-            h = d.holders[s_]
-            if h.copy is not None:
-                d.queue.append(h.copy)  # back of the line with what is left of it
-            release(d, s_, t)
-        reschedule(d, t)
-
-    # -- kernels ---------------------------------------------------------------------------------------
-    def place_blocks(t: float) -> None:
-        while kernels_waiting:
-            op = kernels_waiting[0]
-            k = index_of[op]
-            room = fit(free, needs[k])
-            want = int(min(blocks_left[op], room.sum()))
-            if want == 0:
-                return
-            take = _spread(room, want)
-            free[:] -= take[:, None] * needs[k][None, :]
-            if math.isnan(start[op]):
-                start[op] = t
-            blocks_left[op] -= want
-            blocks_running[op] += want
-            push(t + block_time[k], BLOCKS_DONE, (op, take))
-            if blocks_left[op] == 0:
-                kernels_waiting.pop(0)
-            else:
-                return
-
-    # -- the loop --------------------------------------------------------------------------------------
-    def finish(op: int, t: float) -> None:
-        nonlocal host_waits_for
-        end[op] = t
-        if index_of[op] + 1 < m:
-            nxt = op + 1
-            dep_ready[nxt] = t + w.gap[index_of[nxt]]
-            maybe_ready(nxt, t)
-        if host_waits_for == op:
-            host_waits_for = -1
-            push(t + settings.api_ns, HOST_FREE, None)
-
-    for s in range(n):
-        dep_ready[s * m] = 0.0
-    issue_next(0.0)
-    while events:
-        t, _, what, payload = heapq.heappop(events)
-        if what == ISSUE:
-            op = int(payload)
-            issued[op] = t
-            maybe_ready(op, t)
-            if w.pageable[index_of[op]] and w.kind[index_of[op]] in (H2D, D2H):
-                host_waits_for = op
-            else:
-                push(t + settings.api_ns, HOST_FREE, None)
-        elif what == HOST_FREE:
-            issue_next(t)
-        elif what == READY:
-            op = int(payload)
-            k = index_of[op]
-            kind = w.kind[k]
-            if kind == KERNEL:
-                blocks_left[op] = blocks.grid[k]
-                kernels_waiting.append(op)
-                place_blocks(t)
-            elif kind in (H2D, D2H, COPY):
-                copy_ready(_Copy(op, int(stream_of[op]), _direction(kind), float(w.dur[k])), t)
-            else:
-                start[op] = t
-                push(t + w.dur[k], OTHER_DONE, op)
-        elif what == COPY_DONE:
-            d_index, version, op = payload
-            d = directions[d_index]
-            if version == d.version:
-                copy_done(d, op, t)
-        elif what == TURN_ENDS:
-            d_index, version = payload
-            d = directions[d_index]
-            if version == d.version:
-                turn_ends(d, t)
-        elif what == BLOCKS_DONE:
-            op, take = payload
-            free[:] += take[:, None] * needs[index_of[op]][None, :]
-            blocks_running[op] -= int(take.sum())
-            if blocks_left[op] == 0 and blocks_running[op] == 0:
-                finish(op, t)
-            place_blocks(t)
-        elif what == OTHER_DONE:
-            finish(int(payload), t)
+    start, end, issued = _run(
+        n, np.asarray(w.kind, np.int64), direction, np.asarray(w.dur, np.float64), np.asarray(w.gap, np.float64),
+        np.asarray(w.pageable, np.bool_), np.asarray(blocks.needs, np.int64), np.asarray(blocks.grid, np.int64),
+        np.asarray(blocks.time, np.float64), sm_capacity(gpu), int(gpu.sms), np.array(settings.engines, np.int64),
+        float(settings.api_ns), float(turn), float(first_turn), order,
+    )  # fmt: skip
     if np.isnan(end).any():  # pragma: no cover - every op finishes by construction
         raise RuntimeError("simulation ended with unfinished operations")
-    return Timeline(stream=stream_of, index=index_of, start=start, end=end, issued=issued)
+    stream, index = np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
+    return Timeline(stream=stream, index=index, start=start, end=end, issued=issued)
+
+
+def is_compiled() -> bool:
+    """Return whether numba's on-disk cache holds the compiled event loop (else the first simulation
+    compiles it, about 15 seconds)."""
+    return compiled_on_disk(_run)
 
 
 def _direction(kind: int) -> int:
     return {H2D: 0, D2H: 1, COPY: 2}.get(int(kind), -1)
 
 
-def _spread(room: np.ndarray, want: int) -> np.ndarray:
-    """Return how many of `want` blocks go to each SM as the hardware's block distributor deals them: one
-    per SM in turn (lowest index first), never more than an SM's room."""
-    lo, hi = 0, int(room.max())  # the largest level L with sum(min(room, L)) <= want
+# Event kinds. Events are (time, sequence number, kind, a, b, c): equal times pop in the order pushed.
+_ISSUE, _READY, _COPY_DONE, _BLOCKS_DONE, _OTHER_DONE, _TURN_ENDS, _HOST_FREE = range(7)
+# Slots of the loop's counters (numba closures cannot rebind captured scalars, so they live in an array).
+_SEQ, _HOST_WAITS_FOR, _NEXT_ISSUE, _WAIT_HEAD, _WAIT_TAIL, _POOL_FREE, _HOLD_SEQ, _ROOM_FOR = range(8)
+
+
+@njit(cache=True)
+def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capacity, sms, engines, api_ns, turn,
+         first_turn, order):  # fmt: skip
+    """The event loop of :func:`simulate`; returns the start, end and issue time of every operation (row
+    stream * m + k). Operation ids are rows; per-direction copy state is one row per direction, one column
+    per stream."""
+    m = kind.size
+    total = n * m
+    start = np.full(total, np.nan)
+    end = np.full(total, np.nan)
+    issued = np.full(total, np.nan)
+    dep_ready = np.full(total, np.nan)  # when the stream predecessor allows the op (end + gap)
+    ctr = np.zeros(8, np.int64)
+    ctr[_HOST_WAITS_FOR] = -1  # the pageable copy the host is held by, if any
+    ctr[_ROOM_FOR] = -1  # the kernel row `room` holds each SM's room for
+    heap = [(0.0, np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0))]
+    heap.pop()
+
+    # kernels: free SM resources, kernels placing blocks in ready order, block groups in flight
+    free = np.empty((sms, 4), np.int64)
+    for i in range(sms):
+        free[i] = capacity
+    waiting = np.empty(total, np.int64)
+    blocks_left = np.zeros(total, np.int64)  # blocks not yet placed
+    blocks_running = np.zeros(total, np.int64)
+    pool = sms * capacity[3] + 1  # every group in flight holds at least one of the GPU's block slots
+    group_op = np.empty(pool, np.int64)
+    group_take = np.zeros((pool, sms), np.int64)
+    pool_free = np.arange(pool)
+    ctr[_POOL_FREE] = pool
+    room = np.empty(sms, np.int64)  # kept up to date for one kernel row, the one placing blocks
+
+    # copies: per direction, the streams holding an engine (their moving copy or -1 between two
+    # back-to-back copies, turn end, order taken), the queue of copies waiting for a turn
+    held = np.zeros((3, n), np.bool_)
+    holder_copy = np.full((3, n), -1, np.int64)
+    turn_ends_at = np.zeros((3, n))
+    held_since = np.zeros((3, n), np.int64)
+    n_held = np.zeros(3, np.int64)
+    queue = np.empty((3, n + 1), np.int64)  # ring buffers: a stream has at most one copy waiting
+    q_head = np.zeros(3, np.int64)
+    q_len = np.zeros(3, np.int64)
+    left = np.zeros(total)  # ns of transfer at its single-stream rate still to do
+    since = np.zeros(3)  # time the holders' `left` was last brought up to date
+    version = np.zeros(3, np.int64)
+
+    def push(t, what, a, b, c):
+        heapq.heappush(heap, (t, ctr[_SEQ], np.int64(what), np.int64(a), np.int64(b), np.int64(c)))
+        ctr[_SEQ] += 1
+
+    def issue_next(t):
+        if ctr[_NEXT_ISSUE] < order.size:
+            push(t, _ISSUE, order[ctr[_NEXT_ISSUE]], 0, 0)
+            ctr[_NEXT_ISSUE] += 1
+
+    def maybe_ready(op, t):
+        if not math.isnan(issued[op]) and not math.isnan(dep_ready[op]):
+            push(max(issued[op], dep_ready[op], t), _READY, op, 0, 0)
+
+    def finish(op, t):
+        end[op] = t
+        if op % m + 1 < m:
+            dep_ready[op + 1] = t + gap[(op + 1) % m]
+            maybe_ready(op + 1, t)
+        if ctr[_HOST_WAITS_FOR] == op:
+            ctr[_HOST_WAITS_FOR] = -1
+            push(t + api_ns, _HOST_FREE, 0, 0, 0)
+
+    # -- copies ----------------------------------------------------------------------------------------
+    def progress(d, t):
+        moving = 0
+        for s in range(n):
+            moving += holder_copy[d, s] >= 0
+        if moving and t > since[d]:
+            done = (t - since[d]) / moving
+            for s in range(n):
+                if holder_copy[d, s] >= 0:
+                    left[holder_copy[d, s]] -= done
+        since[d] = t
+
+    def reschedule(d, t):
+        version[d] += 1
+        moving, first = 0, -1
+        for s in range(n):
+            c = holder_copy[d, s]
+            if c >= 0:
+                moving += 1
+                if first < 0 or left[c] < left[first] or (left[c] == left[first] and c < first):
+                    first = c
+        if moving:
+            push(t + max(left[first], 0.0) * moving, _COPY_DONE, d, version[d], first)
+        if q_len[d] and n_held[d]:
+            soonest = math.inf
+            for s in range(n):
+                if held[d, s]:
+                    soonest = min(soonest, turn_ends_at[d, s])
+            push(max(t, soonest), _TURN_ENDS, d, version[d], 0)
+
+    def enqueue(d, op):
+        queue[d, (q_head[d] + q_len[d]) % (n + 1)] = op
+        q_len[d] += 1
+
+    def take_turn(d, op, t, length):
+        s = op // m
+        held[d, s] = True
+        holder_copy[d, s] = op
+        turn_ends_at[d, s] = t + length
+        held_since[d, s] = ctr[_HOLD_SEQ]
+        ctr[_HOLD_SEQ] += 1
+        n_held[d] += 1
+        if math.isnan(start[op]):  # a preempted copy keeps its first start
+            start[op] = t
+
+    def release(d, s, t):
+        if held[d, s]:
+            held[d, s] = False
+            holder_copy[d, s] = -1
+            n_held[d] -= 1
+        while q_len[d] and n_held[d] < engines[d]:
+            op = queue[d, q_head[d]]
+            q_head[d] = (q_head[d] + 1) % (n + 1)
+            q_len[d] -= 1
+            take_turn(d, op, t, turn)
+
+    def copy_ready(op, t):
+        d, s = direction[op % m], op // m
+        progress(d, t)
+        if held[d, s]:  # back to back within the stream's turn
+            holder_copy[d, s] = op
+            start[op] = t
+        elif n_held[d] < engines[d]:
+            # an idle engine: a full first turn before waiting streams get theirs
+            take_turn(d, op, t, first_turn if n_held[d] == 0 and q_len[d] == 0 else turn)
+        else:
+            enqueue(d, op)
+        reschedule(d, t)
+
+    def copy_done(d, op, t):
+        progress(d, t)
+        s, k = op // m, op % m
+        holder_copy[d, s] = -1
+        finish(op, t)
+        # the stream keeps its turn if its next operation, already issued, is a copy the same way
+        back_to_back = k + 1 < m and direction[k + 1] == d and not math.isnan(issued[op + 1])
+        if not back_to_back:
+            release(d, s, t)
+        reschedule(d, t)
+
+    def turn_over(d, t):
+        progress(d, t)
+        due = np.flatnonzero(held[d] & (turn_ends_at[d] <= t))
+        for s in due[np.argsort(held_since[d, due])]:  # in the order the streams took their engines
+            if q_len[d] == 0:
+                turn_ends_at[d, s] = t + turn
+                continue
+            if holder_copy[d, s] >= 0:
+                enqueue(d, holder_copy[d, s])  # back of the line with what is left of it
+            release(d, s, t)
+        reschedule(d, t)
+
+    # -- kernels ---------------------------------------------------------------------------------------
+    def fit_one(i, k):  # blocks of kernel row k that SM i has room for now
+        r = np.iinfo(np.int64).max
+        for j in range(4):
+            if needs[k, j] > 0:
+                r = min(r, free[i, j] // needs[k, j])
+        return r
+
+    def place_blocks(t):
+        while ctr[_WAIT_HEAD] < ctr[_WAIT_TAIL]:
+            op = waiting[ctr[_WAIT_HEAD]]
+            k = op % m
+            if ctr[_ROOM_FOR] != k:
+                for i in range(sms):
+                    room[i] = fit_one(i, k)
+                ctr[_ROOM_FOR] = k
+            want = min(blocks_left[op], room.sum())
+            if want == 0:
+                return
+            g = pool_free[ctr[_POOL_FREE] - 1]
+            ctr[_POOL_FREE] -= 1
+            group_op[g] = op
+            _spread(room, want, group_take[g])
+            for i in range(sms):
+                if group_take[g, i]:
+                    for j in range(4):
+                        free[i, j] -= group_take[g, i] * needs[k, j]
+                    room[i] = fit_one(i, k)
+            if math.isnan(start[op]):
+                start[op] = t
+            blocks_left[op] -= want
+            blocks_running[op] += want
+            push(t + block_time[k], _BLOCKS_DONE, g, 0, 0)
+            if blocks_left[op] == 0:
+                ctr[_WAIT_HEAD] += 1
+            else:
+                return
+
+    # -- the loop --------------------------------------------------------------------------------------
+    for s in range(n):
+        dep_ready[s * m] = 0.0
+    issue_next(0.0)
+    while heap:
+        t, _, what, a, b, c = heapq.heappop(heap)
+        if what == _ISSUE:
+            issued[a] = t
+            maybe_ready(a, t)
+            if pageable[a % m] and (kind[a % m] == H2D or kind[a % m] == D2H):
+                ctr[_HOST_WAITS_FOR] = a
+            else:
+                push(t + api_ns, _HOST_FREE, 0, 0, 0)
+        elif what == _HOST_FREE:
+            issue_next(t)
+        elif what == _READY:
+            k = a % m
+            if kind[k] == KERNEL:
+                blocks_left[a] = grid[k]
+                waiting[ctr[_WAIT_TAIL]] = a
+                ctr[_WAIT_TAIL] += 1
+                place_blocks(t)
+            elif direction[k] >= 0:
+                left[a] = dur[k]
+                copy_ready(a, t)
+            else:
+                start[a] = t
+                push(t + dur[k], _OTHER_DONE, a, 0, 0)
+        elif what == _COPY_DONE:
+            if b == version[a]:
+                copy_done(a, c, t)
+        elif what == _TURN_ENDS:
+            if b == version[a]:
+                turn_over(a, t)
+        elif what == _BLOCKS_DONE:
+            op = group_op[a]
+            taken = 0
+            for i in range(sms):
+                if group_take[a, i]:
+                    for j in range(4):
+                        free[i, j] += group_take[a, i] * needs[op % m, j]
+                    taken += group_take[a, i]
+                    if ctr[_ROOM_FOR] >= 0:
+                        room[i] = fit_one(i, ctr[_ROOM_FOR])
+            blocks_running[op] -= taken
+            pool_free[ctr[_POOL_FREE]] = a
+            ctr[_POOL_FREE] += 1
+            if blocks_left[op] == 0 and blocks_running[op] == 0:
+                finish(op, t)
+            place_blocks(t)
+        elif what == _OTHER_DONE:
+            finish(a, t)
+    return start, end, issued
+
+
+@njit(cache=True)
+def _spread(room, want, take):
+    """Fill `take` with how many of `want` blocks go to each SM as the hardware's block distributor deals
+    them: one per SM in turn (lowest index first), never more than an SM's room."""
+    lo, hi = 0, room.max()  # the largest level L with sum(min(room, L)) <= want
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if int(np.minimum(room, mid).sum()) <= want:
+        dealt = 0
+        for r in room:
+            dealt += min(r, mid)
+        if dealt <= want:
             lo = mid
         else:
             hi = mid - 1
-    take = np.minimum(room, lo)
-    left = want - int(take.sum())
-    if left:
-        take[np.flatnonzero(room > lo)[:left]] += 1
-    return take
+    dealt = 0
+    for i in range(room.size):
+        take[i] = min(room[i], lo)
+        dealt += take[i]
+    for i in range(room.size):
+        if dealt == want:
+            break
+        if room[i] > lo:
+            take[i] += 1
+            dealt += 1

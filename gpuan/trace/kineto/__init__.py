@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from gpuan.trace.kineto.events import build_trace
@@ -14,12 +13,10 @@ from gpuan.trace.table import Trace
 def scanner_is_compiled() -> bool:
     """Return whether numba's on-disk cache already holds the compiled scanner (else the first read
     compiles it, which takes tens of seconds). Best effort: True when it cannot tell."""
+    from gpuan.engine.jit import compiled_on_disk
     from gpuan.trace.kineto import scanner
 
-    try:
-        return os.path.exists(scanner.scan._cache._cache_file._index_path)
-    except AttributeError:
-        return True
+    return compiled_on_disk(scanner.scan)
 
 
 def read_kineto(path: str, *, rank: int | None = None, progress: Callable[[int, int], None] | None = None) -> Trace:

@@ -85,7 +85,8 @@ _H100_SXM5 = GPU(
     sources={
         "sms": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs on SXM5)",
         "per-SM limits": _CUDA_TABLE + ", compute capability 9.0",
-        "copy_engines": "deviceQuery asyncEngineCount on H100 SXM5",
+        "copy_engines": "published deviceQuery output of an NVIDIA H100 80GB HBM3 (CUDA 12.5): 'Yes with 3 copy"
+                        " engine(s)'",
         "flops": "NVIDIA H100 Tensor Core GPU datasheet, SXM column; " + _NV_DENSE,
         "memory_bandwidth": "NVIDIA H100 datasheet, SXM: 3.35 TB/s HBM3",
     },
@@ -107,7 +108,7 @@ _A100_80GB = GPU(
     sources={
         "sms": "NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)",
         "per-SM limits": _CUDA_TABLE + ", compute capability 8.0",
-        "copy_engines": "deviceQuery asyncEngineCount on A100-SXM4",
+        "copy_engines": "published deviceQuery output of a 108-SM A100 (CUDA 12.0): 'Yes with 3 copy engine(s)'",
         "flops": "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column; " + _NV_DENSE,
         "memory_bandwidth": "NVIDIA A100 datasheet, 80GB SXM: 2,039 GB/s HBM2e",
         "l2_bandwidth": "NVIDIA A100 Tensor Core GPU Architecture whitepaper: L2 read bandwidth 5120 bytes/clk,"
@@ -155,7 +156,8 @@ KNOWN: tuple[GPU, ...] = (
         sources={
             "sms": "NVIDIA Tesla V100 datasheet (80 SMs)",
             "per-SM limits": _CUDA_TABLE + ", compute capability 7.0",
-            "copy_engines": "deviceQuery asyncEngineCount on V100-SXM2",
+            "copy_engines": "published deviceQuery output of a Tesla V100-SXM2-16GB (CUDA 12.4): 'Yes with 6 copy"
+                            " engine(s)'",
             "flops": "NVIDIA Tesla V100 datasheet, SXM2 column (tensor cores: FP16 only, no sparsity)",
             "memory_bandwidth": "NVIDIA Tesla V100 datasheet, SXM2: 900 GB/s HBM2",
         },

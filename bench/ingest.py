@@ -307,14 +307,25 @@ def machine_info() -> dict:
                 ram = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return {"cpu": model, "cores": os.cpu_count() or 1, "ram": ram}
+    return {"cpu": model, "cores": os.cpu_count() or 1, "ram": ram, "gpu": gpu_name()}
+
+
+def gpu_name() -> str:
+    """Return the name of this machine's first NVIDIA GPU as nvidia-smi reports it, or "" if none."""
+    try:
+        run = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return run.stdout.splitlines()[0].strip() if run.returncode == 0 and run.stdout.strip() else ""
 
 
 def machine_slug(info: dict) -> str:
     """Return a file-name-safe short name of the machine, e.g. "2c-intel-xeon-platinum-8481c"."""
     model = re.sub(r"\((r|tm)\)|\bcpu\b|@.*$|\bprocessor\b", "", info["cpu"].lower())
     model = re.sub(r"[^a-z0-9]+", "-", model).strip("-")
-    return f"{info['cores']}c-{model}"[:60].strip("-")
+    gpu = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^nvidia ", "", info.get("gpu", "").lower())).strip("-")
+    return f"{info['cores']}c-{model}"[:60].strip("-") + (f"-{gpu}"[:30] if gpu else "")
 
 
 def save_report(out_dir: str | Path, stem: str, info: dict, text: str) -> Path:
@@ -327,7 +338,10 @@ def save_report(out_dir: str | Path, stem: str, info: dict, text: str) -> Path:
 
 
 def git_commit() -> str:
-    """Return the short commit of the checkout (with a note if it has local changes), else 'uncommitted'."""
+    """Return the short commit of the checkout (with a note if it has local changes), else $GPUAN_COMMIT
+    (a copy of the tree without its .git, e.g. on a GPU machine), else 'uncommitted'."""
+    if not (REPO / ".git").exists():
+        return os.environ.get("GPUAN_COMMIT", "uncommitted")
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
         if head.returncode != 0:

@@ -20,6 +20,9 @@ each finish time is computed exactly, never stepped. The rules:
   before it have been placed). Each block lasts the kernel's average block time: its single-stream
   duration divided by its waves on the whole GPU.
 - Other operations (memsets) take their measured time and no shared resource.
+
+The event loop (``_run``) is compiled with numba: one heap of events, the state in numpy arrays. Run with
+``NUMBA_DISABLE_JIT=1`` it is plain Python, the same code, for stepping through in a debugger.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ PRODUCTS = 8
 
 
 def work(kind: str, n: int):
-    """Return (buffers, h2d, kernels, d2h): per-stream callables of one kind of work for `n` streams."""
+    """Return (h2d, kernels, d2h): per-stream callables of one kind of work for `n` streams, holding
+    their buffers."""
     import torch
 
     size = COPY_ELEMENTS if kind == "copy" else COMPUTE_SIDE * COMPUTE_SIDE
@@ -60,7 +61,7 @@ def work(kind: str, n: int):
     def d2h(s: int) -> None:
         back[s].copy_(res[s], non_blocking=True)
 
-    return (host, back, dev, res, weight), h2d, kernels, d2h
+    return h2d, kernels, d2h
 
 
 def issue(streams, steps, order: str) -> None:
@@ -85,8 +86,7 @@ def record_one(out: Path, kind: str, n: int, order: str) -> Path:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     streams = [torch.cuda.Stream() for _ in range(n)]
-    _buffers, h2d, kernels, d2h = work(kind, n)
-    steps = (h2d, kernels, d2h)
+    steps = work(kind, n)
     for _ in range(3):  # warm-up outside the profiler
         issue(streams, steps, order)
     torch.cuda.synchronize()

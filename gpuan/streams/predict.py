@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from gpuan.devices import GPU, lookup, of_trace
 from gpuan.errors import TraceError
-from gpuan.streams.simulate import Settings, Timeline, kernel_blocks, simulate, too_big
+from gpuan.streams.simulate import BlockTooBig, Settings, Timeline, kernel_blocks, simulate
 from gpuan.streams.workload import KERNEL, Workload, bandwidths, gpu_operations, overheads, workload
 from gpuan.trace.table import Trace
 
@@ -130,11 +130,12 @@ def predict(
         raise TraceError(source, f"--streams must be at least 1, not {n_streams}")
     w = workload(trace, stream=stream, source=source)
     gpu = device_of(trace, device, source)
-    problems = too_big(w, gpu)
-    if problems:
-        raise TraceError(source, f"{problems[0]}: it cannot run on that GPU")
     settings = settings_for(gpu, n_streams, launch_order, _api_ns(trace))
-    return Prediction(w, settings, simulate(w, settings), source)
+    try:
+        timeline = simulate(w, settings)
+    except BlockTooBig as e:
+        raise TraceError(source, f"{e}: it cannot run on that GPU") from None
+    return Prediction(w, settings, timeline, source)
 
 
 @dataclass(frozen=True)

@@ -112,25 +112,29 @@ def kernel_blocks(w: Workload, gpu: GPU) -> Blocks:
 RESOURCES = ("threads", "registers", "bytes of shared memory", "block slots")
 
 
+class BlockTooBig(ValueError):
+    """A kernel's thread block does not fit an empty SM of the GPU simulated (a trace from a larger GPU
+    simulated on a smaller one)."""
+
+
 def too_big(w: Workload, gpu: GPU) -> list[str]:
-    """Return, for each kernel whose thread block does not fit an empty SM of `gpu` (a trace from a larger
-    GPU simulated on a smaller one), what it needs against what an SM has; empty when all fit."""
+    """Return, for each kernel whose thread block does not fit an empty SM of `gpu`, what it needs against
+    what an SM has; empty when all fit."""
     capacity = sm_capacity(gpu)
-    known = (w.kind == KERNEL) & (w.grid > 0) & (w.threads > 0)
-    needs = block_needs(gpu, w.threads, w.registers, w.shared_memory)
+    needs = kernel_blocks(w, gpu).needs  # rows other than kernels with a launch configuration hold capacity
     return [
         f"kernel {w.names[i][:80]} needs {needs[i, j]} {RESOURCES[j]} per block, a {gpu.name} SM has {capacity[j]}"
-        for i, j in np.argwhere(known[:, None] & (needs > capacity[None, :]))
+        for i, j in np.argwhere(needs > capacity[None, :])
     ]
 
 
 def simulate(w: Workload, settings: Settings) -> Timeline:
     """Return the timeline of `settings.n_streams` copies of workload `w` issued on as many streams.
-    Raises ValueError if a kernel's block does not fit an SM of the GPU (see :func:`too_big`)."""
+    Raises :class:`BlockTooBig` if a kernel's block does not fit an SM of the GPU (see :func:`too_big`)."""
     gpu, n, m = settings.gpu, settings.n_streams, len(w)
     problems = too_big(w, gpu)
     if problems:
-        raise ValueError(problems[0])
+        raise BlockTooBig(problems[0])
     blocks = kernel_blocks(w, gpu)
     direction = np.array([_direction(k) for k in w.kind], np.int64)
     order = np.array([s * m + k for s, k in issue_order(m, n, settings.launch_order)], np.int64)

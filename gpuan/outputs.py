@@ -2,27 +2,111 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuan.errors import TraceError
 
 
+@dataclass
+class _Staged:
+    """Files written inside :func:`all_or_none`, not yet in place, and the directories made for them."""
+
+    moves: list[tuple[Path, Path]] = field(default_factory=list)  # (temporary file, final path)
+    made_dirs: list[Path] = field(default_factory=list)
+
+
+_staged: ContextVar[_Staged | None] = ContextVar("gpuan_outputs_staged", default=None)
+_serial = itertools.count()
+
+
+@contextlib.contextmanager
+def all_or_none() -> Iterator[None]:
+    """Hold back every file this module writes inside the block: they are moved into place together when
+    the block ends normally, and removed (with the directories made for them) when it raises. A command
+    that writes several files thus never leaves some new and some old, nor half of its outputs."""
+    staged = _Staged()
+    token = _staged.set(staged)
+    try:
+        yield
+    except BaseException:
+        for tmp, _ in staged.moves:
+            _remove(tmp)
+        for d in reversed(staged.made_dirs):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only if still empty: never a directory the user filled
+        raise
+    finally:
+        _staged.reset(token)
+    for tmp, path in staged.moves:
+        os.replace(tmp, path)
+
+
+def _remove(path: Path) -> None:
+    # an unwritable place (a parent that is a file) fails again on unlink: nothing to remove there
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+
+
 def replace_atomic(path: str | os.PathLike, write: Callable[[Path], None], errors: tuple = ()) -> None:
-    """Run `write` on a temporary file beside `path`, then move it over `path`; on an OSError (or one of
-    `errors`) remove the temporary file and raise :class:`TraceError` naming `path`."""
+    """Run `write` on a temporary file beside `path`, then move it over `path` (inside :func:`all_or_none`:
+    when the block ends); on an OSError (or one of `errors`) remove the temporary file and raise
+    :class:`TraceError` naming `path`."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    # the suffix stays last: some writers pick the format from it
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}-{next(_serial)}{path.suffix}")
+    staged = _staged.get()
+    if not path.parent.is_dir():  # said here in one way, not in each writer's words about the temporary file
+        raise TraceError(str(path), f"cannot write: {_not_a_directory(path.parent)}")
     try:
         write(tmp)
-        os.replace(tmp, path)
+        if staged is None:
+            os.replace(tmp, path)
+        else:
+            if path.is_dir():
+                raise IsADirectoryError(21, "Is a directory")
+            staged.moves.append((tmp, path))
     except (OSError, *errors) as e:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         # writers that wrap the OSError (xlsxwriter: its first argument) report the OS reason, not the
         # temporary file's name
         cause = next((x for x in (e, *e.args) if isinstance(x, OSError)), e)
         raise TraceError(str(path), f"cannot write: {getattr(cause, 'strerror', None) or cause}") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _not_a_directory(d: Path) -> str:
+    """Return why `d` is not a usable directory: the nearest of it and its parents that is a file, or
+    that it does not exist."""
+    for p in (d, *d.parents):
+        if p.exists() and not p.is_dir():
+            return f"{p} is a file, not a directory"
+    return f"{d} does not exist"
+
+
+def make_dir(path: str | os.PathLike) -> Path:
+    """Create the output directory `path` (and its parents) and return it; inside :func:`all_or_none`, a
+    directory made here is removed again if the block fails and leaves it empty. Raises
+    :class:`TraceError` if it cannot be made."""
+    d = Path(path)
+    missing = [p for p in (d, *d.parents) if not p.exists()]
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise TraceError(str(path), f"cannot create the output directory: {_not_a_directory(d)}") from None
+    except OSError as e:
+        raise TraceError(str(path), f"cannot create the output directory: {e.strerror}") from None
+    staged = _staged.get()
+    if staged is not None:
+        staged.made_dirs.extend(reversed(missing))
+    return d
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -38,11 +122,7 @@ def write_frames(tables: dict, out: str | os.PathLike, fmt: str = "csv") -> list
     and return the paths written."""
     if fmt not in TABLE_FORMATS:
         raise TraceError(str(out), f"unknown table format {fmt!r}; use {' or '.join(TABLE_FORMATS)}")
-    d = Path(out)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise TraceError(str(out), f"cannot create the output directory: {e.strerror}") from None
+    d = make_dir(out)
     written = []
     for name, df in tables.items():
         path = d / f"{name}.{fmt}"

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from gpuan import __version__
 from gpuan.engine import CHOICES, EngineError, select
 from gpuan.errors import TraceError
+from gpuan.outputs import all_or_none
 
 EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, as gpuan's other errors are (exit code 2)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
     from gpuan.cli import compare, convert, cycles, demo, info, replay, sol, streams, tensors
 
-    p = argparse.ArgumentParser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
+    p = _Parser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
     p.add_argument(
         "--device", choices=CHOICES, default=None,
@@ -31,9 +40,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the gpuan command line; returns the exit code (2 for bad input)."""
     args = _parser().parse_args(argv)
+    previous = _exit_on_sigterm()
     try:
         select(args.device)
-        return args.run(args) or 0
+        with all_or_none():
+            return args.run(args) or 0
     except (TraceError, EngineError) as e:
         print(f"gpuan: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -43,6 +54,23 @@ def main(argv: list[str] | None = None) -> int:
         # the reader went away (``| head``): stop quietly, and keep Python from complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm():
+    """Make SIGTERM (a batch system's kill, ``timeout``) unwind like Ctrl-C, so that temporary files are
+    removed and no output is left half-written; return the handler it replaced (None off the main
+    thread, where Python cannot set one)."""
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, stop)
+    except ValueError:
+        return None
 
 
 def run() -> None:

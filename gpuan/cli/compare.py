@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from gpuan.cli.arguments import nonempty
 from gpuan.errors import TraceError
 
 TOP_CHANGES = 5
@@ -18,7 +19,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="compare two cycle CSVs kernel by kernel (XLSX or CSV)")
     p.add_argument("base", help="baseline cycle CSV (with --all: the BASE given to gpuan cycles -o)")
     p.add_argument("new", help="new cycle CSV (with --all: the BASE of the new run)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="OUT.xlsx or OUT.csv")
+    p.add_argument("-o", "--output", type=nonempty, required=True, metavar="OUT", help="OUT.xlsx or OUT.csv")
     p.add_argument(
         "--mode", choices=("align", "match"), default="align",
         help="align: best rotation + longest common subsequence of signatures (default); "

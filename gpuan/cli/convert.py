@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuan.cli.arguments import nonempty
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("convert", help="convert a trace to gpuan's Parquet file (loads in a fraction of the time)")
     p.add_argument("trace", help="trace file or directory of per-rank traces")
     p.add_argument(
-        "-o", "--output", default=None,
+        "-o", "--output", type=nonempty, default=None,
         help="Parquet file to write (default: TRACE.gpuan.parquet beside the trace, which later loads pick up)",
     )  # fmt: skip
     p.set_defaults(run=run)
@@ -17,11 +19,14 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from gpuan.cli.loading import load_trace
+    from gpuan.errors import TraceError
     from gpuan.trace import parquet
 
     trace = load_trace(args.trace, use_cache=False)
     source = Path(args.trace)
     out = Path(args.output) if args.output else parquet.cache_path(source)
+    if out.exists() and source.exists() and out.resolve() == source.resolve():
+        raise TraceError(out, "is the trace itself; name another output file")
     parquet.write(trace, out, source=source if source.is_file() else None)
     print(f"wrote {out} ({trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB)")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from gpuan.cli.arguments import nonempty
 from gpuan.trace.schema import KINDS
 
 
@@ -12,7 +13,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser("cycles", help="find repeating kernel patterns (iterations, layers, prefill/decode)")
     p.add_argument("trace", help="trace file or directory of rank traces")
     p.add_argument(
-        "-o", "--output", metavar="BASE", help="write BASE_cycle_<k>.csv (all) or BASE_prefill/decode.csv (llm)"
+        "-o",
+        "--output",
+        type=nonempty,
+        metavar="BASE",
+        help="write BASE_cycle_<k>.csv (all) or BASE_prefill/decode.csv (llm)",
     )
     p.add_argument("--mode", choices=("all", "llm"), default="all", help="which patterns to write (default all)")
     p.add_argument(

@@ -5,23 +5,28 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from gpuan.cli.arguments import nonempty
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "demo", help="generate a small sample trace, summarise it, find its cycles, score it (CPU if no GPU)"
     )
-    p.add_argument("--dir", default=None, help="where to write the sample trace (default: a temp directory)")
+    p.add_argument(
+        "--dir", type=nonempty, default=None, help="where to write the sample trace (default: a temp directory)"
+    )
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     from gpuan.cli import cycles, info
     from gpuan.engine import current
+    from gpuan.outputs import make_dir
     from gpuan.synth import sample_trace_path
     from gpuan.trace.load import load
 
     directory = Path(args.dir) if args.dir else Path(tempfile.gettempdir()) / "gpuan-demo"
-    directory.mkdir(parents=True, exist_ok=True)
+    make_dir(directory)
     path = sample_trace_path(directory)
     print(f"sample trace: {path}  (engine: {current().name})")
     code = info.show(str(path))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gpuan.cli.arguments import count
 from gpuan.engine import current
 from gpuan.summary.info import summarize
 
@@ -15,16 +16,8 @@ def add_parser(sub) -> None:
         help="trace file (Kineto .json/.json.gz, Nsight .sqlite, nvprof .csv, .parquet) or a directory of rank traces",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--top", type=_count, default=10, help="how many kernels to list (default 10)")
+    p.add_argument("--top", type=count, default=10, help="how many kernels to list (default 10)")
     p.set_defaults(run=run)
-
-
-def _count(text: str) -> int:
-    """argparse type: a non-negative integer."""
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
 
 
 def run(args) -> int:

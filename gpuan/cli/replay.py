@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from gpuan.cli.arguments import count, nonempty
+
 
 def add_parser(sub) -> None:
     from gpuan.replay.deal import DEALS
@@ -20,14 +22,14 @@ def add_parser(sub) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="directory of per-rank traces, or an OTF2 archive")
     p.add_argument("--analysis", default=",".join(ANALYSES), metavar="LIST",
                    help=f"comma-separated, from: {', '.join(ANALYSES)} (default: all)")  # fmt: skip
-    p.add_argument("-o", "--output", metavar="OUT", help="directory to write the tables to")
+    p.add_argument("-o", "--output", type=nonempty, metavar="OUT", help="directory to write the tables to")
     p.add_argument("--table-format", choices=FORMATS, default="csv", help="format of the tables (default: csv)")
-    p.add_argument("--html", metavar="FILE.html", help="write the HTML view")
+    p.add_argument("--html", type=nonempty, metavar="FILE.html", help="write the HTML view")
     p.add_argument("--deal", choices=DEALS, default="round-robin",
                    help="how ranks are shared among processes: rank r to process r %% P, or by file size")  # fmt: skip
     p.add_argument("--align-clocks", action="store_true",
                    help="apply the clock offsets estimated from collective completion before matching")  # fmt: skip
-    p.add_argument("--top", type=int, default=5, help="stragglers to name (default: 5)")
+    p.add_argument("--top", type=count, default=5, help="stragglers to name (default: 5)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from gpuan.cli.arguments import count, nonempty
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -23,13 +25,21 @@ def add_parser(sub) -> None:
                    help="datasheet peaks (default) or the ceilings 'gpuan sol calibrate' measured")  # fmt: skip
     p.add_argument(
         "--ceilings-file",
+        type=nonempty,
         metavar="FILE",
         help="the ceilings file (default: $GPUAN_CEILINGS or ~/.cache/gpuan/ceilings.json)",
     )
     p.add_argument("--tf32", action="store_true", help="score FP32 matrix ops against TF32 tensor cores")
-    p.add_argument("-o", "--output", metavar="TABLE", help="write every scored op to .csv, .parquet or .xlsx")
-    p.add_argument("--html", metavar="ROOFLINE.html", help="write the roofline chart as one self-contained HTML file")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the by-function and lost-time tables")
+    p.add_argument(
+        "-o", "--output", type=nonempty, metavar="TABLE", help="write every scored op to .csv, .parquet or .xlsx"
+    )
+    p.add_argument(
+        "--html",
+        type=nonempty,
+        metavar="ROOFLINE.html",
+        help="write the roofline chart as one self-contained HTML file",
+    )
+    p.add_argument("--top", type=count, default=10, metavar="N", help="rows of the by-function and lost-time tables")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--cpu", action="store_true", help="calibrate: measure this machine's CPU, not a GPU")
     p.set_defaults(run=run)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 
+from gpuan.cli.arguments import nonempty, positive
 from gpuan.streams.simulate import LAUNCH_ORDERS
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("streams", help="predict the timeline of a single-stream trace's work on N streams")
     p.add_argument("trace", help="single-stream trace (Kineto JSON, Nsight SQLite or nvprof CSV)")
-    p.add_argument("--streams", type=int, required=True, metavar="N", help="number of streams to predict")
+    p.add_argument("--streams", type=positive, required=True, metavar="N", help="number of streams to predict")
     p.add_argument(
         "--launch-order",
         choices=LAUNCH_ORDERS,
@@ -19,11 +20,23 @@ def add_parser(sub) -> None:
         help="host issue order: operation k of every stream first (breadth, default) or stream by stream",
     )
     p.add_argument(
-        "--device", dest="gpu_name", metavar="NAME", help="GPU to simulate (default: the one the trace recorded)"
+        "--device",
+        dest="gpu_name",
+        type=nonempty,
+        metavar="NAME",
+        help="GPU to simulate (default: the one the trace recorded)",
     )
     p.add_argument("--stream", type=int, help="which stream's work to use, if the trace has several")
-    p.add_argument("-o", "--output", metavar="PREDICTED.json", help="write the predicted timeline as Chrome-trace JSON")
-    p.add_argument("--measured", metavar="TRACE", help="a measured N-stream trace of the same work to compare with")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=nonempty,
+        metavar="PREDICTED.json",
+        help="write the predicted timeline as Chrome-trace JSON",
+    )
+    p.add_argument(
+        "--measured", type=nonempty, metavar="TRACE", help="a measured N-stream trace of the same work to compare with"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)  # fmt: skip
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuan.errors import TraceError
-from gpuan.outputs import write_text
+from gpuan.outputs import make_dir, write_text
 from gpuan.sol.roofs import CPU, ceilings_path, read_ceilings
 
 #: CPU sizes: a copy well beyond the last-level cache, a product long enough to time
@@ -125,6 +125,9 @@ def calibrate(cpu: bool = False, path: str | None = None) -> tuple[str, dict, Pa
     ceilings file, and return (device name, ceilings, file)."""
     from gpuan.devices import find
 
+    target = Path(path) if path else ceilings_path()
+    make_dir(target.parent)  # before measuring: a place it cannot write is found in a second, not after a minute
+    saved = read_ceilings(target)
     if cpu:
         name, result = CPU, measure_cpu()
     else:
@@ -132,8 +135,6 @@ def calibrate(cpu: bool = False, path: str | None = None) -> tuple[str, dict, Pa
         known = find(raw)
         name = known.name if known else raw
     result |= {"measured_at": datetime.datetime.now().isoformat(timespec="seconds")}
-    target = Path(path) if path else ceilings_path()
-    saved = read_ceilings(target) | {name: result}
-    target.parent.mkdir(parents=True, exist_ok=True)
+    saved |= {name: result}
     write_text(target, json.dumps(saved, indent=1, sort_keys=True) + "\n")
     return name, result, target

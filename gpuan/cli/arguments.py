@@ -1,0 +1,36 @@
+"""argparse types shared by the subcommands: a bad value is refused in one line, before any work."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def count(text: str) -> int:
+    """Return `text` as a non-negative integer (a number of rows to show; 0 shows none)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def positive(text: str) -> int:
+    """Return `text` as an integer of at least 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
+    return value
+
+
+def nonempty(text: str) -> str:
+    """Return `text` (a path or a name) if it is not empty: an empty one would silently mean the current
+    directory or the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text

@@ -140,3 +140,25 @@ def test_empty_trace_is_bad_input(tmp_path):
     assert_one_line_error(gpuan("info", empty), empty, "empty trace")
     assert_one_line_error(gpuan("convert", empty, "-o", tmp_path / "x.parquet"), empty, "empty trace")
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_events_without_names_are_labelled_not_fatal(tmp_path):
+    from gpuan.synth import sample_trace_path
+
+    doc = json.loads(gzip.decompress(sample_trace_path(tmp_path).read_bytes()))
+    stripped = 0
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "cpu_op") and e.get("ph") == "X":
+            del e["name"]
+            stripped += 1
+    trace = tmp_path / "nameless.json"
+    trace.write_text(json.dumps(doc))
+    assert stripped > 100
+    cycles = gpuan("cycles", trace, "--format", "json")
+    assert cycles.returncode == 0, cycles.stderr
+    # every kernel is the same "(unnamed)" word, so the kernel stream is one repeated symbol
+    found = [g["cycle"] for s in json.loads(cycles.stdout)["sequences"] for g in s["segments"] if g.get("cycle")]
+    assert [(c["length"], c["signature"]) for c in found] == [(1, "(unnamed)")]
+    sol = gpuan("sol", trace)
+    assert sol.returncode == 0, sol.stderr
+    assert "(unnamed)" in sol.stdout

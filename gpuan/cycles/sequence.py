@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpuan.trace.schema import UNNAMED
 from gpuan.trace.table import Trace
 
 #: values of the ``ops`` choice for CPU operators
@@ -64,11 +65,11 @@ def _name_ids(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     arr = pa.chunked_array(col.chunks, col.type).unify_dictionaries().combine_chunks()
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr)
-    words = np.array(arr.dictionary.to_pylist(), dtype=object)
+    words = np.array([*arr.dictionary.to_pylist(), UNNAMED], dtype=object)
     order = np.argsort(words, kind="stable")
     rank = np.empty(len(words), np.int32)
     rank[order] = np.arange(len(words), dtype=np.int32)
-    idx = arr.indices.fill_null(0).to_numpy()
+    idx = arr.indices.fill_null(len(words) - 1).to_numpy()  # an event without a name is one more word
     used = np.zeros(len(words), bool)
     used[idx] = True
     # the vocabulary keeps only names that occur, so ids stay dense whatever the dictionary held

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from gpuan.errors import TraceError
 from gpuan.outputs import replace_atomic
 from gpuan.sol.score import Scored
+from gpuan.trace.schema import UNNAMED
 
 SECTION_COLUMNS = ["ops", "estimated_ms", "share", "measured_ms", "efficiency"]
 #: the per-op table's columns, in the order files get them
@@ -25,11 +26,12 @@ TABLE_COLUMNS = [
 
 
 def frame(scored: Scored) -> pd.DataFrame:
-    """Return the scored ops as a DataFrame with ``layer`` filled (module class, else category) and
-    ``phase`` "(none)" where no range held the op."""
+    """Return the scored ops as a DataFrame with ``layer`` filled (module class, else category),
+    ``phase`` "(none)" where no range held the op, and ``name`` "(unnamed)" where the trace gave none."""
     df = scored.ops.to_pandas()
     for c in ("name", "category", "layer", "phase", "bound", "dtype", "peak", "input_dims"):
         df[c] = df[c].astype(object)
+    df["name"] = df["name"].fillna(UNNAMED)
     df["layer"] = df["layer"].where(df["layer"].notna(), df["category"])
     df["phase"] = df["phase"].where(df["phase"].fillna("") != "", "(none)")
     return df
@@ -141,8 +143,9 @@ def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
         rt.add_column(c, justify="left" if c in ("op", "phase", "shapes", "bound") else "right", overflow="ellipsis",
                       max_width=40 if c == "shapes" else 32, no_wrap=True)  # fmt: skip
     for _, r in lost.iterrows():
+        shapes = r["input_dims"] if isinstance(r["input_dims"], str) else "–"
         rt.add_row(
-            r["name"], r["phase"], str(r["input_dims"]), r["bound"], f"{r['estimated_ns'] / 1e3:,.1f}",
+            r["name"], r["phase"], shapes, r["bound"], f"{r['estimated_ns'] / 1e3:,.1f}",
             f"{r['measured_ns'] / 1e3:,.1f}", efficiency_text(r["efficiency"]),
         )  # fmt: skip
     console.print(rt)

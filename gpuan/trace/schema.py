@@ -12,6 +12,9 @@ import numpy as np
 import pyarrow as pa
 
 #: The kinds of event, in the order of the dictionary used for the ``kind`` column.
+#: how analyses label an event whose trace gave it no name (its ``name`` is null)
+UNNAMED = "(unnamed)"
+
 KINDS: tuple[str, ...] = (
     "kernel",
     "memcpy",

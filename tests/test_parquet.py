@@ -84,3 +84,35 @@ def test_foreign_parquet_is_refused(tmp_path):
     pq.write_table(pa.table({"a": [1, 2]}), p)
     with pytest.raises(TraceError, match="did not write"):
         gpuan.load(p)
+
+
+def _rewritten(src, dst, metadata=None, kind=None):
+    """Copy the gpuan Parquet file `src` to `dst` with some schema metadata replaced, or every event's kind."""
+    import pyarrow as pa
+
+    table = pq.read_table(src)
+    meta = dict(table.schema.metadata)
+    meta.update(metadata or {})
+    if kind is not None:
+        kinds = pa.array([kind] * table.num_rows).dictionary_encode()
+        table = table.set_column(table.schema.get_field_index("kind"), "kind", kinds)
+    pq.write_table(table.replace_schema_metadata(meta), dst)
+    return dst
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"metadata": {parquet.META_KEY: b"[1, 2]"}}, "unreadable gpuan metadata"),
+        ({"metadata": {parquet.META_KEY: b"{not json"}}, "unreadable gpuan metadata"),
+        ({"metadata": {parquet.FLOWS_KEY: b"PAR1..."}}, "unreadable flows"),
+        ({"kind": "zzz"}, "unknown event kinds in the Parquet file: zzz"),
+    ],
+)
+def test_damaged_gpuan_parquet_is_one_error(tmp_path, change, words):
+    from gpuan.synth import sample_trace_path
+
+    good = parquet.write(gpuan.load(sample_trace_path(tmp_path), use_cache=False), tmp_path / "good.parquet")
+    bad = _rewritten(good, tmp_path / "bad.parquet", **change)
+    with pytest.raises(TraceError, match=words):
+        assert gpuan.load(bad).flows.num_rows >= 0  # the flows are read on first use

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpuan.errors import TraceError
-from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
+from gpuan.trace.schema import FLOW_SCHEMA, KINDS, SCHEMA
 from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"
@@ -133,15 +134,23 @@ def read(path: str | os.PathLike) -> Trace:
     try:
         meta = json.loads(meta_raw[META_KEY])
     except ValueError:
-        raise TraceError(path, "unreadable gpuan metadata in the Parquet file") from None
+        meta = None
+    if not isinstance(meta, dict):
+        raise TraceError(path, "unreadable gpuan metadata in the Parquet file")
     flows = FLOW_SCHEMA.empty_table  # called on first use, like the function below
     if FLOWS_KEY in meta_raw:
         blob = meta_raw[FLOWS_KEY]
 
         def flows() -> pa.Table:
-            return pq.read_table(pa.BufferReader(blob))
+            try:
+                return pq.read_table(pa.BufferReader(blob))
+            except (OSError, pa.ArrowException) as e:
+                raise TraceError(path, f"unreadable flows in the Parquet file ({str(e).splitlines()[0]})") from None
 
     events = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
+    unknown = set(pc.unique(events["kind"]).to_pylist()) - set(KINDS)
+    if unknown:  # analyses select by kind: an unknown one would silently drop out of every result
+        raise TraceError(path, f"unknown event kinds in the Parquet file: {', '.join(sorted(map(str, unknown)))}")
     return Trace(events, flows, meta)
 
 

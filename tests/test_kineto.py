@@ -327,3 +327,18 @@ def test_odd_strings_and_metadata_do_not_break_loading(tmp_path):
     names = t.events["name"].to_pylist()
     assert names[0].startswith("bad \\") and names[1].startswith("lone ")
     assert t.metadata["distributed_info"] == {} and t.metadata["device_properties"] == []
+
+
+def test_negative_durations_and_no_timestamps_are_bad_input(tmp_path):
+    from gpuan.errors import TraceError
+
+    good = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1}
+    negative = [good, good, {**good, "dur": -3}, {**good, "dur": -1}]
+    with pytest.raises(
+        TraceError, match=r"2 complete events have a negative duration \(dur\); the first is traceEvents\[2\]"
+    ):
+        gpuan.load(write_json(tmp_path, "neg.json", negative), use_cache=False)
+    no_ts = [{k: v for k, v in good.items() if k != "ts"}] * 3
+    with pytest.raises(TraceError, match="no complete event has a timestamp"):
+        gpuan.load(write_json(tmp_path, "nots.json", {"traceEvents": no_ts}), use_cache=False)
+    assert not list(tmp_path.glob("*.parquet"))  # no cache written for a bad trace

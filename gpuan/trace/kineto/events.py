@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
+from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.memory import release
@@ -37,7 +38,8 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     pid = _resolve_ids(c.pop("pid"), sp.pop("pid_str"), strings, ids_named)
     tid = _resolve_ids(c.pop("tid"), sp.pop("tid_str"), strings, ids_named)
     ph, raw_cat = c.pop("ph"), c.pop("cat")
-    ts, dur, keep = _complete_durations(c.pop("ts"), c.pop("dur"), ph, pid, tid)
+    _check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source)
+    ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid)
     cat, norm_strings, kind = _categories(raw_cat, strings)
     release(ph)
     release(raw_cat)
@@ -205,6 +207,22 @@ def _id_of_string(text: str, named: dict[int, str]) -> int:
     ident = SYNTHETIC_ID_BASE - len(named)
     named[ident] = s
     return ident
+
+
+def _check_complete_events(ts: np.ndarray, dur: np.ndarray, ph: np.ndarray, source: str) -> None:
+    """Raise :class:`TraceError` if complete ("X") events have negative durations, or none of them has a
+    timestamp: such a trace cannot be placed on a timeline. (A few events without ts or dur are kept,
+    with nulls, as other Chrome-trace readers keep them.)"""
+    complete = ph == ord("X")
+    negative = complete & (dur != N64) & (dur < 0)
+    n = int(np.count_nonzero(negative))
+    if n:
+        first = int(np.flatnonzero(negative)[0])
+        raise TraceError(
+            source, f"{n:,} complete events have a negative duration (dur); the first is traceEvents[{first}]"
+        )
+    if complete.any() and (ts[complete] == N64).all():
+        raise TraceError(source, "no complete event has a timestamp (ts)")
 
 
 def _complete_durations(ts, dur, ph, pid, tid):

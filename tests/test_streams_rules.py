@@ -146,6 +146,24 @@ def test_a_trace_from_a_bigger_gpu_is_one_line_and_exit_2(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_kernel_without_launch_sizes_is_one_line_and_exit_2(tmp_path, capsys):
+    # the kernel row lost its grid: its blocks cannot be placed, so there is nothing to simulate
+    trace = tmp_path / "no_grid.csv"
+    trace.write_text(
+        "==1== Profiling result:\n"
+        '"Start","Duration","Grid X","Grid Y","Grid Z","Block X","Block Y","Block Z","Registers Per Thread",'
+        '"Static SMem","Dynamic SMem","Size","Throughput","Device","Context","Stream","Name"\n'
+        "ms,us,,,,,,,,B,KB,KB,GB/s,,,,\n"
+        '1.0,16.0,,,,,,,,,,89.8,5.1,"GeForce GTX 950 (0)","1","13","[CUDA memcpy HtoD]"\n'
+        '1.1,61.0,,,,256,1,1,28,0,0,,,"GeForce GTX 950 (0)","1","13","lost_grid(float*)"\n'
+    )
+    from gpuan.cli import main
+
+    assert main(["streams", str(trace), "--streams", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gpuan: error: {trace}: 1 kernels have no grid/block sizes (the first: lost_grid(float*))"
+
+
 def random_workload(rng: np.random.Generator) -> Workload:
     """A random stream of copies, kernels (every block fits an SM of TOY) and memsets."""
     m = int(rng.integers(1, 10))

@@ -119,9 +119,14 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
     end = start + dur
     gap = np.zeros_like(start)
     gap[1:] = np.maximum(start[1:] - end[:-1], 0.0)
+    grid, threads = _volume(ops, "grid"), _volume(ops, "block")
+    unlaunched = np.flatnonzero((kind == KERNEL) & ((grid < 1) | (threads < 1)))
+    if unlaunched.size:  # without grid and block sizes, a kernel's blocks cannot be placed on the SMs
+        first = names[unlaunched[0]]
+        raise TraceError(source, f"{unlaunched.size:,} kernels have no grid/block sizes (the first: {first[:80]})")
     return Workload(
         names=names, kind=kind, start=start, dur=dur, gap=gap, bytes=_filled(ops, "bytes"), pageable=pageable,
-        grid=_volume(ops, "grid"), threads=_volume(ops, "block"), registers=_filled(ops, "registers"),
+        grid=grid, threads=threads, registers=_filled(ops, "registers"),
         shared_memory=_filled(ops, "shared_memory"), device=int(device), stream=int(stream_id),
     )  # fmt: skip
 

@@ -250,12 +250,26 @@ def test_cli_bad_input(pair, tmp_path, capsys):
     binary = tmp_path / "binary.csv"
     binary.write_bytes(bytes(range(256)))
     assert_one_line_error(capsys, main(["compare", str(binary), str(new), "-o", str(out)]), binary, "cannot read")
+    lines = new.read_text().splitlines()
+    damaged = {}
+    for label, change in (("cut", lambda row: row[: len(row) // 3]), ("nan", lambda row: row.replace(",", ",nan,", 1))):
+        d = tmp_path / f"{label}.csv"
+        d.write_text("\n".join([*lines[:-1], change(lines[-1])]) + "\n")
+        damaged[label] = d
+    assert_one_line_error(
+        capsys, main(["compare", str(base), str(damaged["cut"]), "-o", str(out)]), damaged["cut"], f"line {len(lines)}:"
+    )
+    assert_one_line_error(
+        capsys, main(["compare", str(base), str(damaged["nan"]), "-o", str(out)]), damaged["nan"], "is not a number"
+    )
     txt = tmp_path / "out.txt"
     assert_one_line_error(capsys, main(["compare", str(base), str(new), "-o", str(txt)]), txt, ".xlsx or .csv")
     nowhere = tmp_path / "no" / "dir" / "out.xlsx"
     assert_one_line_error(capsys, main(["compare", str(base), str(new), "-o", str(nowhere)]), nowhere, "cannot write")
     assert not out.exists() and not txt.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["base.csv", "binary.csv", "garbage.csv", "new.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "base.csv", "binary.csv", "cut.csv", "garbage.csv", "nan.csv", "new.csv"
+    ]  # fmt: skip
 
 
 def test_cli_all(tmp_path, capsys):

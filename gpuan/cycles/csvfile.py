@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from dataclasses import dataclass
 
@@ -46,10 +47,12 @@ def render(pattern: Pattern) -> str:
 
 
 def _number(text: str) -> float | None:
+    """Return `text` as a finite float, else None."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def read(path: str | os.PathLike) -> CycleTable:
@@ -63,7 +66,8 @@ def read(path: str | os.PathLike) -> CycleTable:
         with open(path, encoding="utf-8", newline="") as f:
             # a kernel name may be longer than the csv module's field limit (128 KiB); none is longer than the file
             csv.field_size_limit(max(limit, os.fstat(f.fileno()).st_size))
-            records = list(csv.reader(f))
+            reader = csv.reader(f)
+            records = [(reader.line_num, rec) for rec in reader]
     except (OSError, UnicodeDecodeError) as e:
         raise TraceError(name, f"cannot read: {getattr(e, 'strerror', None) or e}") from None
     except csv.Error as e:
@@ -73,7 +77,7 @@ def read(path: str | os.PathLike) -> CycleTable:
     meta: dict[str, str] = {}
     header = None
     rows = []
-    for rec in records:
+    for line, rec in records:
         if not rec or not any(rec):
             continue
         if rec[0].startswith("#"):
@@ -84,19 +88,20 @@ def read(path: str | os.PathLike) -> CycleTable:
             if len(rec) >= 2 and rec[0].strip() == "index":
                 header = [h.strip() for h in rec]
             continue
-        rows.append(rec)
+        rows.append((line, rec))
     if header is None:
         raise TraceError(name, "not a cycle CSV: no header row starting with 'index'")
     if "kernel_name" not in header or "avg_duration_us" not in header:
         raise TraceError(name, "cycle CSV misses the kernel_name or avg_duration_us column")
     col = {h: i for i, h in enumerate(header)}
     out = {"kernel_name": [], "avg_duration_us": [], "min_duration_us": [], "max_duration_us": [], "stddev_us": []}
-    for rec in rows:
+    for line, rec in rows:
+        # a short row or a duration that is not a number is a damaged file, never a kernel to leave out
         if len(rec) <= max(col["kernel_name"], col["avg_duration_us"]):
-            continue
+            raise TraceError(name, f"line {line}: {len(rec)} fields, the header has {len(header)}")
         avg = _number(rec[col["avg_duration_us"]])
         if avg is None:
-            continue
+            raise TraceError(name, f"line {line}: avg_duration_us {rec[col['avg_duration_us']]!r} is not a number")
         out["kernel_name"].append(rec[col["kernel_name"]])
         out["avg_duration_us"].append(avg)
         for key in ("min_duration_us", "max_duration_us", "stddev_us"):

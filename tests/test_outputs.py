@@ -150,3 +150,10 @@ def test_calibrate_checks_its_file_before_measuring(tmp_path):
     (tmp_path / "afile").write_text("")
     one_line(gpuan("sol", "calibrate", "--cpu", "--ceilings-file", "afile/c.json", cwd=tmp_path), "afile")
     assert sorted(os.listdir(tmp_path)) == ["afile"]
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-3"])
+def test_a_bad_thread_count_is_one_line(tmp_path, sample, value):
+    env = {**os.environ, "GPUAN_THREADS": value}
+    r = subprocess.run([sys.executable, "-m", "gpuan", "info", str(sample)], capture_output=True, text=True, env=env)
+    one_line(r, "GPUAN_THREADS", repr(value))

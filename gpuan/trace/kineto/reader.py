@@ -46,9 +46,14 @@ STRING_FIELDS = frozenset(
 
 
 def thread_count() -> int:
-    """Return the number of scanner threads: GPUAN_THREADS, else the cores this process may use."""
-    env = os.environ.get("GPUAN_THREADS", "")
-    return max(1, int(env)) if env.strip().isdigit() else len(os.sched_getaffinity(0))
+    """Return the number of scanner threads: GPUAN_THREADS, else the cores this process may use. Raises
+    :class:`TraceError` if GPUAN_THREADS is set to anything but a whole number of at least 1."""
+    env = os.environ.get("GPUAN_THREADS", "").strip()
+    if not env:
+        return len(os.sched_getaffinity(0))
+    if not env.isdigit() or int(env) < 1:
+        raise TraceError("GPUAN_THREADS", f"must be a whole number of at least 1, not {env!r}")
+    return int(env)
 
 
 @dataclass

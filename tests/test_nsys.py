@@ -207,6 +207,19 @@ def test_truncated_export_is_a_trace_error(sample, tmp_path):
     assert err.value.path == str(bad) and "\n" not in err.value.problem
 
 
+@pytest.mark.parametrize("dropped", [["streamId"], ["start", "end"]])
+def test_an_activity_table_without_a_needed_column_is_named(sample, tmp_path, dropped):
+    copy = tmp_path / "dropped.sqlite"
+    copy.write_bytes(sample.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        for col in dropped:
+            conn.execute(f'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN "{col}"')
+    with pytest.raises(
+        TraceError, match=f"table CUPTI_ACTIVITY_KIND_KERNEL has no column {', '.join(sorted(dropped))}"
+    ):
+        read_nsys(str(copy))
+
+
 def test_sqlite_without_nsight_tables(tmp_path):
     path = tmp_path / "other.sqlite"
     conn = sqlite3.connect(path)

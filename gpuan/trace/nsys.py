@@ -167,6 +167,11 @@ def _select(
 ) -> tuple[dict[str, np.ndarray], list[str | None]]:
     """Return each integer SQL expression's values over ``table`` as an int64 array (NULL for SQL NULL),
     and the values of the ``text`` expression as a list (empty without one)."""
+    # SQLite reads a double-quoted name that is not a column as a string literal: check them first
+    have = _columns(conn, table)
+    lacking = sorted({n for e in [*exprs.values(), text or ""] for n in re.findall(r'"(\w+)"', e)} - have)
+    if lacking:
+        raise sqlite3.OperationalError(f"table {table} has no column {', '.join(lacking)}")
     sql = ", ".join([f"COALESCE({e}, :null)" for e in exprs.values()] + ([text] if text else []))
     rows = conn.execute(f'SELECT {sql} FROM "{table}" {where}', {"null": int(NULL)}).fetchall()
     cols = list(zip(*rows)) if rows else [()] * (len(exprs) + bool(text))

@@ -21,14 +21,19 @@ needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test
 GLOO = "kineto/cpu_ddp_gloo_4rank_slow_rank1_step2"
 
 
-def gpuan(args: list, n: int | None = None) -> subprocess.CompletedProcess:
-    """Run gpuan as a user does: one process without MPI (n None), or under ``mpiexec -n n``."""
+def gpuan(args: list, n: int | None = None, exits: Path | None = None) -> subprocess.CompletedProcess:
+    """Run gpuan as a user does: one process without MPI (n None), or under ``mpiexec -n n``; with
+    `exits`, each MPI process also writes its exit code to the file `exits`/its MPI rank."""
     env = dict(os.environ)  # PYTHONPATH goes through, so the processes run this checkout
     cmd = [sys.executable, "-m", "gpuan", *map(str, args)]
     if n is None:
         env["GPUAN_MPI"] = "0"
     else:
         env.pop("GPUAN_MPI", None)
+        if exits is not None:
+            script = '"$@"; code=$?; echo $code > "$GPUAN_TEST_EXITS/$PMI_RANK"; exit $code'
+            env["GPUAN_TEST_EXITS"] = str(exits)
+            cmd = ["sh", "-c", script, "sh", *cmd]
         cmd = [MPIEXEC, "-n", str(n), *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 
@@ -52,12 +57,6 @@ def mixed_dir(tmp_path: Path, data_dir: Path) -> Path:
     return d
 
 
-def test_mixed_formats_are_rejected(tmp_path, data_dir):
-    d = mixed_dir(tmp_path, data_dir)
-    out = tmp_path / "out"
-    assert_one_line_error(gpuan(["replay", d, "-o", out]), d, "mixes trace formats (kineto, nvprof)", out)
-
-
 def test_mixed_formats_are_found_from_the_listing(tmp_path, data_dir):
     d = mixed_dir(tmp_path, data_dir)
     with pytest.raises(TraceError, match="mixes trace formats") as e:
@@ -69,3 +68,44 @@ def test_mixed_formats_are_found_from_the_listing(tmp_path, data_dir):
     (d / "rank1.csv").unlink()
     parquet.write(load(data_dir / GLOO / "rank1.json.gz"), d / "rank1.parquet")
     assert [(s.rank, s.path.name) for s in sources(d)] == [(0, "rank0.json.gz"), (1, "rank1.parquet")]
+
+
+def bad_run(kind: str, tmp_path: Path, data_dir: Path) -> tuple[Path, Path, str]:
+    """Return a bad run directory of the given kind, the path its error names, and words of the error."""
+    if kind == "mixed formats":
+        d = mixed_dir(tmp_path, data_dir)
+        return d, d, "mixes trace formats (kineto, nvprof)"
+    d = tmp_path / "run"
+    d.mkdir()
+    if kind == "empty directory":
+        return d, d, "directory holds no trace files"
+    for r in range(4):
+        shutil.copy(data_dir / GLOO / f"rank{r}.json.gz", d / f"rank{r}.json.gz")
+    if kind == "not a trace":  # found when listing: its first bytes are no trace format
+        (d / "rank2.json").write_bytes(bytes(range(256)))
+        (d / "rank2.json.gz").unlink()
+        return d, d / "rank2.json", "unknown trace format"
+    cut = d / "rank1.json.gz"  # read by process 1
+    cut.write_bytes(cut.read_bytes()[:5000])
+    if kind == "truncated rank":
+        return d, cut, "truncated gzip"
+    # two bad ranks, read by different processes: the lowest rank's error, whatever the number of processes
+    (d / "rank2.json.gz").unlink()
+    (d / "rank2.json").write_text('{"name": "not a trace", "values": [1, 2, 3]}')
+    return d, cut, "truncated gzip"
+
+
+BAD_RUNS = ("mixed formats", "empty directory", "not a trace", "truncated rank", "two bad ranks")
+
+
+@pytest.mark.parametrize("n", [None, pytest.param(2, marks=needs_mpiexec), pytest.param(4, marks=needs_mpiexec)])
+@pytest.mark.parametrize("kind", BAD_RUNS)
+def test_bad_run_is_reported_once_and_every_process_exits_2(kind, n, tmp_path, data_dir):
+    run, named, words = bad_run(kind, tmp_path, data_dir)
+    out, exits = tmp_path / "out", tmp_path / "exits"
+    exits.mkdir()
+    p = gpuan(["replay", run, "-o", out, "--html", tmp_path / "view.html"], n, exits)
+    assert_one_line_error(p, named, words, out)
+    assert not (tmp_path / "view.html").exists()
+    if n is not None:
+        assert {f.name: f.read_text().strip() for f in exits.iterdir()} == {str(i): "2" for i in range(n)}

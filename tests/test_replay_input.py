@@ -109,3 +109,12 @@ def test_bad_run_is_reported_once_and_every_process_exits_2(kind, n, tmp_path, d
     assert not (tmp_path / "view.html").exists()
     if n is not None:
         assert {f.name: f.read_text().strip() for f in exits.iterdir()} == {str(i): "2" for i in range(n)}
+
+
+def test_otf2_archive_without_ranks(tmp_path):
+    otf2 = pytest.importorskip("otf2")
+    with otf2.writer.open(str(tmp_path / "archive"), timer_resolution=1_000_000):
+        pass  # definitions only: no location group, no location
+    anchor = tmp_path / "archive" / "traces.otf2"
+    p = gpuan(["replay", tmp_path / "archive", "-o", tmp_path / "out"])
+    assert_one_line_error(p, anchor, "OTF2 archive without ranks", tmp_path / "out")

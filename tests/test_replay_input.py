@@ -15,6 +15,7 @@ from gpuan.errors import TraceError
 from gpuan.replay.deal import sources
 from gpuan.trace import parquet
 from gpuan.trace.load import load
+from gpuan.trace.otf2 import _library_messages, read_otf2
 
 MPIEXEC = shutil.which("mpiexec")
 needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test command installs mpich from PyPI)")
@@ -118,3 +119,77 @@ def test_otf2_archive_without_ranks(tmp_path):
     anchor = tmp_path / "archive" / "traces.otf2"
     p = gpuan(["replay", tmp_path / "archive", "-o", tmp_path / "out"])
     assert_one_line_error(p, anchor, "OTF2 archive without ranks", tmp_path / "out")
+
+
+def broken_archive(tmp_path: Path, data_dir: Path, part: str, how: str) -> Path:
+    """Return a copy of the OTF2 ping-pong archive whose file `part` is "empty", "truncated" or "missing"."""
+    src, d = data_dir / "otf2/ping_pong_2rank", tmp_path / "archive"
+    for f in src.rglob("*"):  # byte copies: the shared files are read-only
+        if f.is_file():
+            (d / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            (d / f.relative_to(src)).write_bytes(f.read_bytes())
+    target = d / part
+    if how == "missing":
+        target.unlink()
+    else:
+        target.write_bytes(target.read_bytes()[: 60 if how == "truncated" else 0])
+    return d
+
+
+@pytest.mark.parametrize(
+    "part, how, words",
+    [
+        ("traces.otf2", "empty", "Zero bytes to read"),
+        ("traces.otf2", "truncated", ""),
+        ("traces.def", "empty", "no chunk header"),
+        ("traces.def", "truncated", ""),
+        ("traces/0.evt", "empty", "no chunk header"),
+        ("traces/1.evt", "truncated", ""),
+        ("traces/1.evt", "missing", "does not exist: POSIX: "),
+        # the otf2 package reads on without a location's local definitions (and gets its events wrong)
+        ("traces/1.def", "empty", "no chunk header"),
+        ("traces/0.def", "missing", "does not exist: POSIX: "),
+    ],
+)
+@pytest.mark.parametrize("command", ["replay", "info"])
+def test_broken_otf2_archive_is_one_line(tmp_path, data_dir, part, how, words, command):
+    pytest.importorskip("otf2")
+    d = broken_archive(tmp_path, data_dir, part, how)
+    p = gpuan([command, d] + (["-o", tmp_path / "out"] if command == "replay" else []))
+    assert_one_line_error(p, d / "traces.otf2", "unreadable OTF2 archive: ", tmp_path / "out")
+    assert words in p.stderr  # the library's first message, the cause
+    if how == "missing":  # which names the file
+        assert part in p.stderr
+
+
+@needs_mpiexec
+def test_broken_otf2_rank_under_mpi_is_one_line(tmp_path, data_dir):
+    pytest.importorskip("otf2")
+    d = broken_archive(tmp_path, data_dir, "traces/1.evt", "empty")  # read by process 1
+    p = gpuan(["replay", d, "-o", tmp_path / "out"], 2)
+    assert_one_line_error(p, d / "traces.otf2", "unreadable OTF2 archive: ", tmp_path / "out")
+
+
+def test_otf2_library_is_silenced_and_stderr_restored(tmp_path, data_dir, capfd):
+    pytest.importorskip("otf2")
+    d = broken_archive(tmp_path, data_dir, "traces/1.evt", "missing")
+    with pytest.raises(TraceError, match=r"unreadable OTF2 archive: File or directory does not exist: .*1\.evt"):
+        read_otf2(d)
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "after\n"
+    assert len(read_otf2(data_dir / "otf2/ping_pong_2rank")) == 42  # a sound archive reads as before
+    assert capfd.readouterr().err == ""
+
+
+def test_library_lines_are_told_from_other_output():
+    text = (
+        "[OTF2] src/OTF2_File.c:247: error: Parameter value out of range: Zero bytes to read!\n"
+        "[OTF2] src/OTF2_Archive.c:195: error: Parameter value out of range: Could not read data from anchor file!\n"
+        "[OTF2] src/OTF2_Reader.c:9: warning: something odd\n"
+        "not the library\n"
+    )
+    assert _library_messages(text) == (
+        ["Parameter value out of range: Zero bytes to read!", "Parameter value out of range: Could not read data "
+         "from anchor file!"],
+        "not the library\n",
+    )  # fmt: skip

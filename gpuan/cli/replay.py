@@ -35,6 +35,24 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run the replay on this process; returns the exit code. Process 0 reports; under MPI the others
+    stop on bad input with exit code 2 and say nothing, so the one error line is printed once."""
+    from gpuan.cli import EXIT_BAD_INPUT
+    from gpuan.errors import TraceError
+    from gpuan.replay.procs import procs as default_procs
+
+    procs = default_procs()
+    try:
+        return _run(args, procs)
+    except TraceError:
+        # replay() raises the same error on every process (they agree on it before stopping)
+        if procs.is_root:
+            raise
+        return EXIT_BAD_INPUT
+
+
+def _run(args, procs) -> int:
+    """Replay, and on process 0 print and write the results; returns the exit code."""
     from gpuan.errors import TraceError
     from gpuan.replay.report import summary, write_html, write_tables
     from gpuan.replay.run import ANALYSES, replay
@@ -43,7 +61,7 @@ def run(args) -> int:
     unknown = sorted(set(analyses) - set(ANALYSES))
     if unknown:
         raise TraceError(args.analysis, f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
-    result = replay(args.run_dir, analyses=analyses, deal_by=args.deal, align_clocks=args.align_clocks)
+    result = replay(args.run_dir, procs=procs, analyses=analyses, deal_by=args.deal, align_clocks=args.align_clocks)
     if result is None:  # not process 0: it only helped
         return 0
     if args.output:

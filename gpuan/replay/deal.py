@@ -44,7 +44,10 @@ def sources(run: str | os.PathLike) -> list[Source]:
     anchor = anchor_of(run)
     if anchor is not None:
         sizes = _otf2_sizes(anchor)
-        return [Source(r, anchor, sizes.get(r, 0), otf2=True) for r in otf2_ranks(anchor)]
+        ranks = otf2_ranks(anchor)
+        if not ranks:
+            raise TraceError(anchor, "OTF2 archive without ranks (no location groups)")
+        return [Source(r, anchor, sizes.get(r, 0), otf2=True) for r in ranks]
     if not run.is_dir():
         raise TraceError(run, "not a run directory (expected a directory of per-rank traces or an OTF2 archive)")
     files = rank_files(run)

@@ -18,7 +18,7 @@ from gpuan.errors import TraceError
 from gpuan.replay import breakdown as bd
 from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
-from gpuan.replay.deal import deal, sources
+from gpuan.replay.deal import Source, deal, sources
 from gpuan.replay.p2p import late_states
 from gpuan.replay.procs import Procs
 from gpuan.replay.procs import procs as default_procs
@@ -52,7 +52,8 @@ def replay(
     """Replay the per-rank traces of `run` (a directory of per-rank traces, or an OTF2 archive) and
     return what the analyses found on process 0 (None on the other processes).
 
-    Raises TraceError (on every process) when any process cannot read its ranks."""
+    Raises TraceError (the same one on every process) when any process cannot list the run or read its
+    ranks."""
     procs = procs or default_procs()
     unknown = set(analyses) - set(ANALYSES)
     if unknown:
@@ -60,20 +61,24 @@ def replay(
     clock: dict[str, float] = {}
     t0 = time.perf_counter()
 
-    srcs = sources(run)
-    ranks = [s.rank for s in srcs]
-    owner = np.full(max(ranks) + 1, -1, np.int64)
-    owner[ranks] = deal([s.size for s in srcs], procs.size, deal_by)
-    mine = [s for s in srcs if owner[s.rank] == procs.rank]
-
-    traces, problem = {}, None
+    # the listing, too, is agreed on: a directory one process cannot list must not leave the others
+    # waiting in the exchanges that follow
+    srcs, owner, traces, problem, at = [], np.zeros(0, np.int64), {}, None, -1
     try:
-        traces = {s.rank: s.read() for s in mine}
+        srcs = sources(run)
+        owner = _owners(srcs, procs.size, deal_by)
+        for s in srcs:
+            if owner[s.rank] == procs.rank:
+                at = s.rank
+                traces[s.rank] = s.read()
     except TraceError as e:
-        problem = (e.path, e.problem)
+        problem = (at, e.path, e.problem)
     problems = [p for p in procs.allgather_small(problem) if p]
     if problems:  # every process stops together, none waits forever in a later exchange
-        raise TraceError(*problems[0])
+        # each process stops at its lowest bad rank: the lowest of those is what one process would meet
+        # first, so the error does not depend on the number of processes
+        raise TraceError(*min(problems)[1:])
+    ranks = [s.rank for s in srcs]
     clock["read"] = time.perf_counter() - t0
 
     t = time.perf_counter()
@@ -162,3 +167,11 @@ def replay(
         return None
     tables = frames(gathered, pg_names, analyses)
     return Replayed(tables, ranks, str(run), procs.size, offsets, align_clocks, (int(who[0]), int(end[0])), timings)
+
+
+def _owners(srcs: list[Source], n_procs: int, deal_by: str) -> np.ndarray:
+    """Return, indexed by rank number, the process that reads that rank (-1 where no source has it)."""
+    ranks = [s.rank for s in srcs]
+    owner = np.full(max(ranks, default=-1) + 1, -1, np.int64)
+    owner[ranks] = deal([s.size for s in srcs], n_procs, deal_by)
+    return owner

@@ -100,7 +100,9 @@ def with_rank(trace: Trace, rank: int) -> Trace:
 
 
 def rank_files(directory: Path) -> list[Path]:
-    """Return the trace files of a per-rank directory, sorted by name (caches excluded)."""
+    """Return the trace files of a per-rank directory, sorted by name (caches excluded). A directory
+    without any, or with files of more than one format, raises TraceError naming it; a file whose first
+    bytes are no trace raises it naming the file."""
     files = [
         p
         for p in sorted(directory.iterdir())
@@ -109,7 +111,23 @@ def rank_files(directory: Path) -> list[Path]:
     if not files:
         names = ", ".join("*" + s for s in _TRACE_SUFFIXES)
         raise TraceError(directory, f"directory holds no trace files ({names})")
+    formats = {file_format(p) for p in files}
+    if len(formats) > 1:
+        # each format keeps its own clock: their times cannot share one axis
+        raise TraceError(directory, f"directory mixes trace formats ({', '.join(sorted(formats))})")
     return files
+
+
+def file_format(path: Path) -> str:
+    """Return the format a trace file's reader will report (its ``format`` metadata) from its first bytes
+    only: "otf2" for an OTF2 anchor, a gpuan Parquet file's source format, else what :func:`sniff` finds.
+    Listing a run this way gives every replay process the same answer before any of them reads a rank."""
+    from gpuan.trace.otf2 import anchor_of
+
+    if anchor_of(path) is not None:
+        return "otf2"
+    fmt = sniff(path)
+    return parquet.stored_format(path) if fmt == "parquet" else fmt
 
 
 def rank_from_name(path: Path) -> int | None:
@@ -122,10 +140,6 @@ def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | Non
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column."""
     files = rank_files(directory)
     traces = [load(p, use_cache=use_cache, progress=progress) for p in files]
-    formats = {t.metadata.get("format") for t in traces if len(t)}
-    if len(formats) > 1:
-        # each format keeps its own clock: their times cannot share one axis
-        raise TraceError(directory, f"directory mixes trace formats ({', '.join(sorted(map(str, formats)))})")
     ranks = []
     for i, (p, t) in enumerate(zip(files, traces)):
         r = t.metadata.get("rank")

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +28,7 @@ from gpuan.trace.schema import KINDS, kind_codes
 from gpuan.trace.table import NULL64, Trace, build_table, int_column, kind_time_order
 
 ANCHOR = "traces.otf2"
+_LIBRARY_LINE = re.compile(r"\[OTF2\] \S+:\d+: (?P<level>\w+): (?P<message>.*)")
 
 
 def anchor_of(path: str | os.PathLike) -> Path | None:
@@ -46,20 +50,67 @@ def _otf2():
 
 @contextmanager
 def _opened(path: str | os.PathLike) -> Iterator[tuple[Any, Any, Path]]:
-    """Yield (the otf2 module, an open reader, the anchor file) of an OTF2 archive; the C library's errors
-    (several types, all meaning a broken archive) become one TraceError naming the anchor."""
+    """Yield (the otf2 module, an open reader, the anchor file) of an OTF2 archive. What the C library
+    reports while the block runs (exceptions of several types, or only messages, all meaning a broken
+    archive) becomes one TraceError naming the anchor, with the library's first message; the library's
+    own messages never reach stderr."""
     otf2 = _otf2()
     anchor = anchor_of(path)
     if anchor is None:
         raise TraceError(path, f"not an OTF2 archive (no {ANCHOR})")
+    said: list[str] = []
     try:
-        with otf2.reader.open(str(anchor)) as r:
+        with _library_errors_to(said), otf2.reader.open(str(anchor)) as r:
             yield otf2, r, anchor
-    except TraceError:
-        raise
     except Exception as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, TraceError) and not said:
+            raise
+        # the library's first message is the cause; the exception's code is only where it gave up
+        first = said[0] if said else (str(e).splitlines()[0] if str(e) else type(e).__name__)
         raise TraceError(anchor, f"unreadable OTF2 archive: {first}") from e
+    if said:
+        # the reader carries on past a missing or broken local definition file and reads that location's
+        # events without its mapping tables: wrong results (none of the ping-pong's 16 messages pair)
+        raise TraceError(anchor, f"unreadable OTF2 archive: {said[0]}")
+
+
+@contextmanager
+def _library_errors_to(errors: list[str]) -> Iterator[None]:
+    """Run the block with file descriptor 2 going to a temporary file; afterwards (on error too) restore it
+    and append to `errors` the error messages the OTF2 C library wrote there. The library prints 4 to 15
+    lines of its own source locations per failure straight to the descriptor, and the otf2 package does
+    not wrap OTF2_Error_RegisterCallback, which would turn that off. Whatever else the block wrote to stderr
+    is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                sink.seek(0)
+                found, rest = _library_messages(sink.read().decode(errors="replace"))
+                errors.extend(found)
+                if rest:
+                    sys.stderr.write(rest)
+    finally:
+        os.close(saved)
+
+
+def _library_messages(text: str) -> tuple[list[str], str]:
+    """Return the messages of the OTF2 library's error lines in `text` (``[OTF2] src/OTF2_Buffer.c:1702:
+    error: MESSAGE``) and the lines that are not the library's; its other lines (warnings) are dropped."""
+    errors, rest = [], []
+    for line in text.splitlines(keepends=True):
+        m = _LIBRARY_LINE.match(line)
+        if m is None:
+            rest.append(line)
+        elif m["level"] == "error":
+            errors.append(m["message"].strip())
+    return errors, "".join(rest)
 
 
 def otf2_ranks(path: str | os.PathLike) -> list[int]:

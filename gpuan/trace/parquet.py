@@ -112,6 +112,16 @@ def _kind_slices(table: pa.Table) -> list[pa.Table]:
     return [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+def stored_format(path: str | os.PathLike) -> str:
+    """Return the format of the trace a gpuan Parquet file was written from (its metadata's ``format``),
+    reading only the file's footer; "parquet" when the footer does not say (:func:`read` tells why)."""
+    try:
+        meta = json.loads((pq.read_schema(path).metadata or {})[META_KEY])
+    except (OSError, KeyError, ValueError, pa.ArrowException):
+        return "parquet"
+    return str(meta.get("format") or "parquet")
+
+
 def read(path: str | os.PathLike) -> Trace:
     """Return the Trace stored in a gpuan Parquet file.
 

@@ -157,3 +157,11 @@ def test_a_bad_thread_count_is_one_line(tmp_path, sample, value):
     env = {**os.environ, "GPUAN_THREADS": value}
     r = subprocess.run([sys.executable, "-m", "gpuan", "info", str(sample)], capture_output=True, text=True, env=env)
     one_line(r, "GPUAN_THREADS", repr(value))
+
+
+def test_a_bad_mpi_switch_is_one_line(tmp_path):
+    env = {**os.environ, "GPUAN_MPI": "yes"}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuan", "replay", str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    one_line(r, "GPUAN_MPI", "must be 0 or 1")

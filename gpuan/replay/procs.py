@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuan.errors import TraceError
+
 # what MPI launchers put in the environment of the processes they start
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
 
@@ -127,7 +129,9 @@ def under_mpi_launcher() -> bool:
     """Whether an MPI launcher started this process (``GPUAN_MPI=1`` forces it, ``0`` forbids it)."""
     forced = os.environ.get("GPUAN_MPI")
     if forced is not None:
-        return forced == "1"
+        if forced.strip() not in ("0", "1"):
+            raise TraceError("GPUAN_MPI", f"must be 0 or 1, not {forced!r}")
+        return forced.strip() == "1"
     return any(v in os.environ for v in _LAUNCHER_VARS)
 
 

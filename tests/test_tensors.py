@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import os
 import re
 import shutil
 import struct
@@ -776,6 +777,30 @@ def test_cli_bad_inputs(moe, tmp_path, capsys):
         assert not out.exists() and not html.exists(), args
     inputs = {"cut.gguf", "model.txt", "odd.log", "names.csv", "buffers.jsonl"}
     assert {p.name for p in tmp_path.iterdir()} == inputs  # nothing written, not even a temporary file
+
+
+def _rejected(capsys, tmp_path: Path, culprit, args: list[str], problem: str) -> str:
+    """Run ``gpuan tensors ARGS -o OUT --html HTML`` (both in `tmp_path`), assert the rule for bad input (exit
+    code 2, one line on stderr naming `culprit`, its problem matching the regex `problem`, no output left)
+    and return that line."""
+    out, html = tmp_path / "out", tmp_path / "report.html"
+    rc = main(["tensors", *args, "-o", str(out), "--html", str(html)])
+    err = capsys.readouterr().err
+    assert rc == 2, args
+    assert err.startswith(f"gpuan: error: {culprit}: ") and err.count("\n") == 1, err
+    assert re.search(problem, err), err
+    assert not out.exists() and not html.exists(), args
+    return err
+
+
+def test_log_that_is_not_a_regular_file(moe, tmp_path, capsys):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    _rejected(capsys, tmp_path, folder, [str(folder), "--gguf", str(moe["gguf"])], "is a directory, not a tensor-")
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)  # opening it to read would block: it must be refused before that
+    _rejected(capsys, tmp_path, fifo, [str(fifo), "--gguf", str(moe["gguf"])], "not a regular file")
+    assert {p.name for p in tmp_path.iterdir()} == {"logs", "fifo.log"}
 
 
 # ---------------------------------------------------------------------------------------------------------

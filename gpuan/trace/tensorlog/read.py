@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -122,6 +123,23 @@ def _sidecar(path: str) -> int | None:
         return None
 
 
+def _regular_size(path: str) -> int:
+    """Return the size of the regular, readable file at `path`; anything else (missing, a directory, a FIFO
+    or device, unreadable) is a :class:`TraceError`: it would fail later inside ``numpy.memmap``."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise TraceError(path, "is a directory, not a tensor-access log")
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(path, "not a regular file: a tensor-access log is read memory-mapped")
+        # opened here (and closed) so a permission problem is reported before the memory mapping
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
+    return st.st_size
+
+
 def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | None = None) -> TensorLog:
     """Open a tensor-access log and return its :class:`TensorLog`.
 
@@ -131,10 +149,7 @@ def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | No
     path = os.fspath(path)
     if format != "auto" and format not in FORMATS:
         raise TraceError(path, f"unknown log format {format!r}; choose from {', '.join(FORMATS)} or auto")
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise TraceError(path, f"cannot read: {e.strerror}") from None
+    size = _regular_size(path)
     if size == 0:
         raise TraceError(path, "empty file: not a tensor-access log")
     candidates = FORMATS if format == "auto" else (format,)

@@ -803,6 +803,55 @@ def test_log_that_is_not_a_regular_file(moe, tmp_path, capsys):
     assert {p.name for p in tmp_path.iterdir()} == {"logs", "fifo.log"}
 
 
+def _set_token(log: Path, entry: int, token: int, width: int) -> None:
+    """Overwrite the token_id (u32 at byte 8 of every format) of entry `entry` (-1: the last used one)."""
+    b = bytearray(log.read_bytes())
+    if entry < 0:
+        n = len(b) // width
+        entry = next((i for i in range(n) if struct.unpack_from("<Q", b, i * width)[0] == 0), n) - 1
+    struct.pack_into("<I", b, entry * width + 8, token)
+    log.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize(
+    "fmt,entry,token",
+    [("seed64", 100, 0xFFFFFFF0), ("op256", 7, 50_000_000), ("packed64", -1, 0xFFFFFFF0), ("op1024", 0, 1 << 20)],
+)
+def test_token_id_beyond_any_token_position(moe, tmp_path, capsys, fmt, entry, token):
+    log = tmp_path / f"bad.{fmt}"
+    shutil.copy(moe["logs"][fmt], log)
+    _set_token(log, entry, token, WIDTH[fmt])
+    at = entry if entry >= 0 else len(read_entries(log, fmt)) - 1
+    _rejected(
+        capsys,
+        tmp_path,
+        log,
+        [str(log), "--gguf", str(moe["gguf"])],
+        rf"entry {at:,} \(byte {at * WIDTH[fmt]:,}\): token_id {token:,} is not a token position \(at most 1,048,575\)",
+    )
+
+
+def test_garbage_entries_inside_a_log(moe, tmp_path, capsys):
+    log = tmp_path / "garbage.log"
+    b = bytearray(moe["logs"]["seed64"].read_bytes())
+    rng = np.random.default_rng(3)
+    bad = sorted(int(i) for i in rng.choice(len(b) // 64, 10, replace=False))
+    for i in bad:
+        b[i * 64 : i * 64 + 64] = rng.bytes(64)
+    log.write_bytes(bytes(b))
+    first = next(i for i in bad if struct.unpack_from("<I", b, i * 64 + 8)[0] >= 1 << 20)
+    args = [str(log), "--gguf", str(moe["gguf"]), "--format", "seed64"]
+    _rejected(capsys, tmp_path, log, args, rf"entry {first:,} \(byte {first * 64:,}\): token_id [\d,]+ is not a token")
+
+
+def test_last_token_position_is_accepted(moe, tmp_path):
+    log = tmp_path / "far.log"
+    shutil.copy(moe["logs"]["seed64"], log)
+    _set_token(log, 5, (1 << 20) - 1, 64)
+    tokens = analyze(log, moe["gguf"]).tables["tokens"]
+    assert tokens["token"].iloc[-1] == (1 << 20) - 1 and len(tokens) == TOKENS + 1
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 7: the HTML report
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuan.errors import TraceError
-from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, NO_OFFSET
+from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, NO_OFFSET, TOKEN_LIMIT
 
 SAMPLE = 4096  # entries checked for plausibility, spread evenly over the used part
 ACCEPT = 0.95  # share of sampled entries a format must explain to be chosen
@@ -192,9 +192,28 @@ def entries(log: TensorLog, start: int = 0, stop: int | None = None) -> np.memma
     return _map(log.path, log.format, start, stop)
 
 
+def check_tokens(log: TensorLog, start: int, raw: np.ndarray) -> None:
+    """Return None when every token id in `raw` (entries of `log` from index `start` on) is a token position
+    (below :data:`TOKEN_LIMIT`), else raise a :class:`TraceError` naming the first entry that is not. One
+    vectorised pass over the column, so checking a window costs a fraction of analysing it."""
+    tokens = raw["token_id"]
+    if len(tokens) == 0 or int(tokens.max()) < TOKEN_LIMIT:
+        return
+    i = int(np.argmax(tokens >= TOKEN_LIMIT))
+    at = start + i
+    raise TraceError(
+        log.path,
+        f"entry {at:,} (byte {at * log.entry_bytes:,}): token_id {int(tokens[i]):,} is not a token position "
+        f"(at most {TOKEN_LIMIT - 1:,}); the entry is corrupt",
+    )
+
+
 def windows(log: TensorLog, rows: int = 1 << 20) -> Iterator[tuple[int, np.memmap]]:
     """Yield (first entry index, memmap of up to `rows` entries) over the used part. Each window is its own
     mapping, released when the caller drops it, so resident memory stays near one window however big the
-    log."""
+    log. Each window's token ids are checked first (:func:`check_tokens`): the analysis sizes its per-token
+    tables by them."""
     for start in range(0, log.entries, rows):
-        yield start, entries(log, start, start + rows)
+        window = entries(log, start, start + rows)
+        check_tokens(log, start, window)
+        yield start, window

@@ -852,6 +852,30 @@ def test_last_token_position_is_accepted(moe, tmp_path):
     assert tokens["token"].iloc[-1] == (1 << 20) - 1 and len(tokens) == TOKENS + 1
 
 
+@pytest.mark.parametrize(
+    "option,value,problem",
+    [
+        ("--max-points", "0", "0 is not between 1 and 500,000"),
+        ("--max-points", "-1", "-1 is not between 1 and 500,000"),
+        ("--max-points", "500001", "500,001 is not between 1 and 500,000 .*WebGL"),
+        ("--top", "-1", "-1 is negative"),
+    ],
+)
+def test_options_out_of_range(moe, tmp_path, capsys, option, value, problem):
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), option, value]
+    _rejected(capsys, tmp_path, option, args, problem)
+    assert not any(tmp_path.iterdir())
+
+
+def test_top_zero_lists_no_tensors(moe, capsys):
+    args = ["tensors", str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), "--top", "0"]
+    assert main([*args, "--max-points", "500000"]) == 0
+    text = capsys.readouterr().out
+    assert "hottest tensors" not in text and "components" in text
+    assert main([*args, "--json", "--max-points", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["hottest"] == []
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 7: the HTML report
 

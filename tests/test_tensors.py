@@ -31,7 +31,7 @@ from gpuan.tensors.names import component_of, layer_of
 from gpuan.trace.gguf_map import layout_problems, read_gguf, units
 from gpuan.trace.tensorlog import open_log, open_writer, windows
 from gpuan.trace.tensorlog.read import used_entries
-from gpuan.trace.tensorlog.sides import read_buffers
+from gpuan.trace.tensorlog.sides import read_buffers, read_names
 
 FORMATS = ("seed64", "packed64", "op256", "op1024")
 WIDTH = {"seed64": 64, "packed64": 64, "op256": 256, "op1024": 1024}
@@ -874,6 +874,38 @@ def test_top_zero_lists_no_tensors(moe, capsys):
     assert "hottest tensors" not in text and "components" in text
     assert main([*args, "--json", "--max-points", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["hottest"] == []
+
+
+@pytest.mark.parametrize(
+    "row,problem",
+    [
+        (
+            "1,2",
+            "2 field\\(s\\), the header has 6 \\(tensor_idx,tensor_name,data_ptr,file_offset,size_bytes,layer_id\\)",
+        ),
+        ("1,blk.0.x,0x10,0,8,0,extra", "7 field\\(s\\), the header has 6"),
+        ("one,blk.0.x,0x10,0,8,0", "tensor_idx 'one' is not an integer"),
+        ("1,blk.0.x,0xfoo,0,8,0", "data_ptr '0xfoo' is not a pointer"),
+        ("1,blk.0.x,0x10,1.5,8,0", "file_offset '1.5' is not an integer"),
+        ("1,blk.0.x,0x10,0,-8,0", "size_bytes -8 is negative"),
+        ("1,blk.0.x,0x10,0,8,first", "layer_id 'first' is not an integer"),
+    ],
+)
+def test_name_table_rows_that_do_not_parse(moe, tmp_path, capsys, row, problem):
+    names = tmp_path / "names.csv"
+    table = st.names_table(moe["model"], st.template(moe["model"]))
+    names.write_text(table.to_csv(index=False) + row + "\n")
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), "--names", str(names)]
+    _rejected(capsys, tmp_path, names, args, f"line {len(table) + 2}: {problem}")
+
+
+def test_name_table_empty_fields_are_unknown(moe, tmp_path):
+    names = tmp_path / "names.csv"
+    names.write_text("tensor_idx,tensor_name,data_ptr,file_offset,size_bytes,layer_id\n\n7, Qcur-0,,,,\n")
+    t = read_names(names)
+    assert t.to_dict("records") == [
+        {"tensor_idx": 7, "tensor_name": "Qcur-0", "data_ptr": 0, "file_offset": -1, "size_bytes": 0, "layer_id": -1}
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1082,6 +1082,38 @@ def test_buffer_events(moe, tmp_path):
                 assert np.isnan(r["dealloc_ms"])
 
 
+@pytest.mark.parametrize(
+    "line,problem",
+    [
+        ('{"timestamp_ms": null, "event": "alloc", "buffer_id": 2}', "timestamp_ms null is not a number"),
+        ('{"timestamp_ms": "2.5", "event": "alloc", "buffer_id": 2}', 'timestamp_ms "2.5" is not a number'),
+        ('{"timestamp_ms": NaN, "event": "alloc", "buffer_id": 2}', "timestamp_ms NaN is not a number"),
+        ('{"event": "alloc", "buffer_id": 2}', "a buffer event needs 'timestamp_ms' and 'event'"),
+        ('{"timestamp_ms": 2, "event": "alloc", "buffer_id": "two"}', 'buffer_id "two" is not an integer'),
+        ('{"timestamp_ms": 2, "event": "alloc", "size": -4}', "size -4 is not a byte count"),
+        ('{"timestamp_ms": 2, "event": "alloc", "buffer_ptr": "0xzz"}', 'buffer_ptr "0xzz" is not a pointer'),
+        ('{"timestamp_ms": 2, "event": "alloc", "backend": 0}', "backend 0 is not a string"),
+    ],
+)
+def test_buffer_events_that_do_not_parse(moe, tmp_path, capsys, line, problem):
+    events = tmp_path / "buffers.jsonl"
+    events.write_text('{"timestamp_ms": 1.0, "event": "alloc", "buffer_id": 1, "size": 10}\n\n' + line + "\n")
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), "--buffers", str(events)]
+    _rejected(capsys, tmp_path, events, args, f"line 3: {re.escape(problem)}")
+
+
+def test_buffer_events_optional_fields(tmp_path):
+    events = tmp_path / "buffers.jsonl"
+    events.write_text('{"timestamp_ms": 1, "event": "dealloc", "buffer_ptr": null, "name": null}\n')
+    assert read_buffers(events).iloc[0].to_dict() == {
+        "timestamp_ms": 1.0, "event": "dealloc", "buffer_id": -1, "buffer_ptr": 0, "size": 0,
+        "name": "", "backend": "", "usage": "", "layer": -1,
+    }  # fmt: skip
+    events.write_text("\n")
+    assert list(read_buffers(events).columns) == ["timestamp_ms", "event", "buffer_id", "buffer_ptr", "size",
+                                                  "name", "backend", "usage", "layer"]  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 9: names
 

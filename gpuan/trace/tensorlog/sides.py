@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 
 import numpy as np
@@ -92,10 +93,63 @@ def read_names(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
+# the optional fields of a buffer event and what a missing or null one means (unknown)
+_BUFFER_UNKNOWN = {"buffer_id": -1, "buffer_ptr": 0, "size": 0, "name": "", "backend": "", "usage": "", "layer": -1}
+# and what a present one must be
+_BUFFER_KINDS = {
+    "buffer_id": "an integer",
+    "buffer_ptr": "a pointer (0x..., (nil) or a number)",
+    "size": "a byte count",
+    "name": "a string",
+    "backend": "a string",
+    "usage": "a string",
+    "layer": "an integer",
+}
+
+
+def _buffer_value(field: str, value: object) -> int | str:
+    """Return the optional field `field` of a buffer event as its type (a pointer or integer, or text), or
+    raise ValueError saying what is wrong with it."""
+    if value is None:
+        return _BUFFER_UNKNOWN[field]
+    text = isinstance(value, str)
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    if field == "buffer_ptr":
+        if text or integer:
+            try:
+                return _pointer(value)
+            except ValueError:
+                pass
+    elif isinstance(_BUFFER_UNKNOWN[field], str):
+        if text:
+            return value
+    elif integer and (value >= 0 or field != "size"):
+        return value
+    raise ValueError(f"{field} {json.dumps(value)} is not {_BUFFER_KINDS[field]}")
+
+
+def _buffer_event(rec: object) -> dict:
+    """Return one buffer event (a parsed JSON line) with every field of :data:`BUFFER_FIELDS`, typed, or raise
+    ValueError saying which field is wrong. ``timestamp_ms`` and ``event`` are required; the other fields
+    may be missing or null (unknown)."""
+    if not isinstance(rec, dict) or "event" not in rec or "timestamp_ms" not in rec:
+        raise ValueError("a buffer event needs 'timestamp_ms' and 'event'")
+    if rec["event"] not in ("alloc", "dealloc"):
+        raise ValueError(f"unknown buffer event {rec['event']!r}")
+    ts = rec["timestamp_ms"]
+    # json reads NaN and Infinity too: neither orders events
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        raise ValueError(f"timestamp_ms {json.dumps(ts)} is not a number of milliseconds")
+    out = {"timestamp_ms": float(ts), "event": rec["event"]}
+    for field in _BUFFER_UNKNOWN:
+        out[field] = _buffer_value(field, rec.get(field))
+    return out
+
+
 def read_buffers(path: str | os.PathLike) -> pd.DataFrame:
     """Return the buffer events, one row per line, ordered by time (``timestamp_ms`` float, ``event``
     "alloc"/"dealloc", ``buffer_id``, ``buffer_ptr`` uint64, ``size``, ``name``, ``backend``, ``usage``,
-    ``layer``)."""
+    ``layer``). A line that is not a buffer event (:func:`_buffer_event`) is an error naming it."""
     path = os.fspath(path)
     rows = []
     try:
@@ -104,25 +158,18 @@ def read_buffers(path: str | os.PathLike) -> pd.DataFrame:
                 if not line.strip():
                     continue
                 try:
-                    rec = json.loads(line)
+                    rows.append(_buffer_event(json.loads(line)))
                 except json.JSONDecodeError as e:
                     raise TraceError(path, f"line {n}: not JSON ({e.msg})") from None
-                if not isinstance(rec, dict) or "event" not in rec or "timestamp_ms" not in rec:
-                    raise TraceError(path, f"line {n}: a buffer event needs 'timestamp_ms' and 'event'")
-                if rec["event"] not in ("alloc", "dealloc"):
-                    raise TraceError(path, f"line {n}: unknown buffer event {rec['event']!r}")
-                rows.append(rec)
+                except ValueError as e:
+                    raise TraceError(path, f"line {n}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise TraceError(path, f"cannot read the buffer events: {getattr(e, 'strerror', None) or e}") from None
     df = pd.DataFrame(rows, columns=list(BUFFER_FIELDS))
-    try:
-        df["timestamp_ms"] = df["timestamp_ms"].astype(float)
-        df["buffer_ptr"] = np.array([_pointer(p) if pd.notna(p) else 0 for p in df["buffer_ptr"]], dtype=np.uint64)
-        df["size"] = pd.to_numeric(df["size"]).fillna(0).astype(np.int64)
-        df["buffer_id"] = pd.to_numeric(df["buffer_id"]).fillna(-1).astype(np.int64)
-        df["layer"] = pd.to_numeric(df["layer"]).fillna(-1).astype(np.int64)
-    except (ValueError, TypeError, OverflowError) as e:
-        raise TraceError(path, f"bad value in the buffer events: {e}") from None
+    df["timestamp_ms"] = df["timestamp_ms"].astype(float)
+    df["buffer_ptr"] = df["buffer_ptr"].astype(np.uint64)
+    for c in ("size", "buffer_id", "layer"):
+        df[c] = df[c].astype(np.int64)
     for c in ("name", "backend", "usage"):
-        df[c] = df[c].fillna("").astype(str)
+        df[c] = df[c].astype(str)
     return df.sort_values("timestamp_ms", kind="stable").reset_index(drop=True)

@@ -645,6 +645,27 @@ def test_full_log_and_overflow_sidecar(moe, tmp_path):
     assert_tables_match(a.tables, expected(acc))
 
 
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ('{"format": "seed64", "overfl', r"not JSON \(.*line 1 column \d+\)"),
+        ("[0]", "not a JSON object"),
+        ('{"format": "seed64", "capacity": 500}', "no 'overflow' count"),
+        ('{"overflow": -1}', "'overflow' is -1, not a count of dropped entries"),
+        ('{"overflow": "12"}', "'overflow' is \"12\", not a count of dropped entries"),
+    ],
+)
+def test_corrupt_sidecar(moe, tmp_path, capsys, text, problem):
+    log = tmp_path / "run.log"
+    shutil.copy(moe["logs"]["seed64"], log)
+    meta = tmp_path / "run.log.meta.json"
+    meta.write_text(text)
+    args = [str(log), "--gguf", str(moe["gguf"])]
+    _rejected(capsys, tmp_path, meta, args, f"corrupt sidecar of run.log: {problem}; remove it to analyse")
+    meta.unlink()
+    assert open_log(log).overflow is None  # no sidecar is no overflow count, not an error
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 5: windows of memory-mapped entries
 

@@ -116,11 +116,34 @@ def _sample(path: str, fmt: str, file_bytes: int | None) -> tuple[int, int, floa
 
 
 def _sidecar(path: str) -> int | None:
+    """Return the writer's count of dropped entries from the log's ``.meta.json`` sidecar, or None when
+    there is none. A sidecar that is there but unreadable is an error rather than ignored: ignoring it would
+    report a log that lost entries as complete."""
+    meta = path + ".meta.json"
     try:
-        with open(path + ".meta.json", encoding="utf-8") as f:
-            return int(json.load(f)["overflow"])
-    except (OSError, ValueError, KeyError, TypeError):
+        with open(meta, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(meta, f"cannot read the log's sidecar: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as e:
+        problem = f"not JSON ({e.msg}, line {e.lineno} column {e.colno})"
+    else:
+        overflow = record.get("overflow") if isinstance(record, dict) else None
+        if isinstance(overflow, int) and not isinstance(overflow, bool) and overflow >= 0:
+            return overflow
+        if not isinstance(record, dict):
+            problem = "not a JSON object"
+        elif "overflow" not in record:
+            problem = "no 'overflow' count"
+        else:
+            problem = f"'overflow' is {json.dumps(overflow)}, not a count of dropped entries"
+    raise TraceError(
+        meta, f"corrupt sidecar of {os.path.basename(path)}: {problem}; remove it to analyse the log without it"
+    )
 
 
 def _regular_size(path: str) -> int:

@@ -814,6 +814,36 @@ def _rejected(capsys, tmp_path: Path, culprit, args: list[str], problem: str) ->
     return err
 
 
+def _gguf_cuts(p: dict) -> dict[str, tuple[int, str]]:
+    """Where to cut the parsed GGUF `p` short, and the message expected for each cut."""
+    n_kv, n_t, end = len(p["meta"]), len(p["tensors"]), p["header_end"]
+    first, last = p["tensors"][0], p["tensors"][-1]
+    data = f"but its tensor data run to byte {last['offset'] + last['n_bytes']:,}; it ends inside"
+    return {
+        "header": (10, "it ends at byte 10, inside the header .*, which runs to byte 16"),
+        "metadata": (27, rf"it ends at byte 27, inside metadata key-value pair 1 of {n_kv}, which runs to byte 32"),
+        "tensor infos": (end - 2, rf"inside tensor info {n_t} of {n_t} \(\S+\), which runs to byte {end:,}"),
+        "first tensor": (
+            first["offset"] + 100,
+            rf"{first['offset'] + 100:,} bytes, {data} {re.escape(first['name'])} "
+            rf"\(bytes {first['offset']:,} to {first['offset'] + first['n_bytes']:,}\)",
+        ),
+        "last byte": (p["size"] - 1, rf"{data} {re.escape(last['name'])} \(bytes {last['offset']:,} to"),
+    }
+
+
+@pytest.mark.parametrize("where", ["header", "metadata", "tensor infos", "first tensor", "last byte"])
+def test_truncated_gguf_says_where(moe, tmp_path, capsys, where):
+    last = moe["parsed"]["tensors"][-1]
+    assert last["offset"] + last["n_bytes"] == moe["parsed"]["size"]  # the last byte is the last tensor's
+    cut_at, problem = _gguf_cuts(moe["parsed"])[where]
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(moe["gguf"].read_bytes()[:cut_at])
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(cut)]
+    err = _rejected(capsys, tmp_path, cut, args, f"truncated GGUF file: .*{problem}")
+    assert "out of bounds" not in err and "reshape" not in err
+
+
 def test_log_that_is_not_a_regular_file(moe, tmp_path, capsys):
     folder = tmp_path / "logs"
     folder.mkdir()

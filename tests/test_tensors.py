@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import os
 import re
 import shutil
 import struct
@@ -30,7 +31,7 @@ from gpuan.tensors.names import component_of, layer_of
 from gpuan.trace.gguf_map import layout_problems, read_gguf, units
 from gpuan.trace.tensorlog import open_log, open_writer, windows
 from gpuan.trace.tensorlog.read import used_entries
-from gpuan.trace.tensorlog.sides import read_buffers
+from gpuan.trace.tensorlog.sides import read_buffers, read_names
 
 FORMATS = ("seed64", "packed64", "op256", "op1024")
 WIDTH = {"seed64": 64, "packed64": 64, "op256": 256, "op1024": 1024}
@@ -644,6 +645,27 @@ def test_full_log_and_overflow_sidecar(moe, tmp_path):
     assert_tables_match(a.tables, expected(acc))
 
 
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ('{"format": "seed64", "overfl', r"not JSON \(.*line 1 column \d+\)"),
+        ("[0]", "not a JSON object"),
+        ('{"format": "seed64", "capacity": 500}', "no 'overflow' count"),
+        ('{"overflow": -1}', "'overflow' is -1, not a count of dropped entries"),
+        ('{"overflow": "12"}', "'overflow' is \"12\", not a count of dropped entries"),
+    ],
+)
+def test_corrupt_sidecar(moe, tmp_path, capsys, text, problem):
+    log = tmp_path / "run.log"
+    shutil.copy(moe["logs"]["seed64"], log)
+    meta = tmp_path / "run.log.meta.json"
+    meta.write_text(text)
+    args = [str(log), "--gguf", str(moe["gguf"])]
+    _rejected(capsys, tmp_path, meta, args, f"corrupt sidecar of run.log: {problem}; remove it to analyse")
+    meta.unlink()
+    assert open_log(log).overflow is None  # no sidecar is no overflow count, not an error
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 5: windows of memory-mapped entries
 
@@ -776,6 +798,165 @@ def test_cli_bad_inputs(moe, tmp_path, capsys):
         assert not out.exists() and not html.exists(), args
     inputs = {"cut.gguf", "model.txt", "odd.log", "names.csv", "buffers.jsonl"}
     assert {p.name for p in tmp_path.iterdir()} == inputs  # nothing written, not even a temporary file
+
+
+def _rejected(capsys, tmp_path: Path, culprit, args: list[str], problem: str) -> str:
+    """Run ``gpuan tensors ARGS -o OUT --html HTML`` (both in `tmp_path`), assert the rule for bad input (exit
+    code 2, one line on stderr naming `culprit`, its problem matching the regex `problem`, no output left)
+    and return that line."""
+    out, html = tmp_path / "out", tmp_path / "report.html"
+    rc = main(["tensors", *args, "-o", str(out), "--html", str(html)])
+    err = capsys.readouterr().err
+    assert rc == 2, args
+    assert err.startswith(f"gpuan: error: {culprit}: ") and err.count("\n") == 1, err
+    assert re.search(problem, err), err
+    assert not out.exists() and not html.exists(), args
+    return err
+
+
+def _gguf_cuts(p: dict) -> dict[str, tuple[int, str]]:
+    """Where to cut the parsed GGUF `p` short, and the message expected for each cut."""
+    n_kv, n_t, end = len(p["meta"]), len(p["tensors"]), p["header_end"]
+    first, last = p["tensors"][0], p["tensors"][-1]
+    data = f"but its tensor data run to byte {last['offset'] + last['n_bytes']:,}; it ends inside"
+    return {
+        "header": (10, "it ends at byte 10, inside the header .*, which runs to byte 16"),
+        "metadata": (27, rf"it ends at byte 27, inside metadata key-value pair 1 of {n_kv}, which runs to byte 32"),
+        "tensor infos": (end - 2, rf"inside tensor info {n_t} of {n_t} \(\S+\), which runs to byte {end:,}"),
+        "first tensor": (
+            first["offset"] + 100,
+            rf"{first['offset'] + 100:,} bytes, {data} {re.escape(first['name'])} "
+            rf"\(bytes {first['offset']:,} to {first['offset'] + first['n_bytes']:,}\)",
+        ),
+        "last byte": (p["size"] - 1, rf"{data} {re.escape(last['name'])} \(bytes {last['offset']:,} to"),
+    }
+
+
+@pytest.mark.parametrize("where", ["header", "metadata", "tensor infos", "first tensor", "last byte"])
+def test_truncated_gguf_says_where(moe, tmp_path, capsys, where):
+    last = moe["parsed"]["tensors"][-1]
+    assert last["offset"] + last["n_bytes"] == moe["parsed"]["size"]  # the last byte is the last tensor's
+    cut_at, problem = _gguf_cuts(moe["parsed"])[where]
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(moe["gguf"].read_bytes()[:cut_at])
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(cut)]
+    err = _rejected(capsys, tmp_path, cut, args, f"truncated GGUF file: .*{problem}")
+    assert "out of bounds" not in err and "reshape" not in err
+
+
+def test_log_that_is_not_a_regular_file(moe, tmp_path, capsys):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    _rejected(capsys, tmp_path, folder, [str(folder), "--gguf", str(moe["gguf"])], "is a directory, not a tensor-")
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)  # opening it to read would block: it must be refused before that
+    _rejected(capsys, tmp_path, fifo, [str(fifo), "--gguf", str(moe["gguf"])], "not a regular file")
+    assert {p.name for p in tmp_path.iterdir()} == {"logs", "fifo.log"}
+
+
+def _set_token(log: Path, entry: int, token: int, width: int) -> None:
+    """Overwrite the token_id (u32 at byte 8 of every format) of entry `entry` (-1: the last used one)."""
+    b = bytearray(log.read_bytes())
+    if entry < 0:
+        n = len(b) // width
+        entry = next((i for i in range(n) if struct.unpack_from("<Q", b, i * width)[0] == 0), n) - 1
+    struct.pack_into("<I", b, entry * width + 8, token)
+    log.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize(
+    "fmt,entry,token",
+    [("seed64", 100, 0xFFFFFFF0), ("op256", 7, 50_000_000), ("packed64", -1, 0xFFFFFFF0), ("op1024", 0, 1 << 20)],
+)
+def test_token_id_beyond_any_token_position(moe, tmp_path, capsys, fmt, entry, token):
+    log = tmp_path / f"bad.{fmt}"
+    shutil.copy(moe["logs"][fmt], log)
+    _set_token(log, entry, token, WIDTH[fmt])
+    at = entry if entry >= 0 else len(read_entries(log, fmt)) - 1
+    _rejected(
+        capsys,
+        tmp_path,
+        log,
+        [str(log), "--gguf", str(moe["gguf"])],
+        rf"entry {at:,} \(byte {at * WIDTH[fmt]:,}\): token_id {token:,} is not a token position \(at most 1,048,575\)",
+    )
+
+
+def test_garbage_entries_inside_a_log(moe, tmp_path, capsys):
+    log = tmp_path / "garbage.log"
+    b = bytearray(moe["logs"]["seed64"].read_bytes())
+    rng = np.random.default_rng(3)
+    bad = sorted(int(i) for i in rng.choice(len(b) // 64, 10, replace=False))
+    for i in bad:
+        b[i * 64 : i * 64 + 64] = rng.bytes(64)
+    log.write_bytes(bytes(b))
+    first = next(i for i in bad if struct.unpack_from("<I", b, i * 64 + 8)[0] >= 1 << 20)
+    args = [str(log), "--gguf", str(moe["gguf"]), "--format", "seed64"]
+    _rejected(capsys, tmp_path, log, args, rf"entry {first:,} \(byte {first * 64:,}\): token_id [\d,]+ is not a token")
+
+
+def test_last_token_position_is_accepted(moe, tmp_path):
+    log = tmp_path / "far.log"
+    shutil.copy(moe["logs"]["seed64"], log)
+    _set_token(log, 5, (1 << 20) - 1, 64)
+    tokens = analyze(log, moe["gguf"]).tables["tokens"]
+    assert tokens["token"].iloc[-1] == (1 << 20) - 1 and len(tokens) == TOKENS + 1
+
+
+@pytest.mark.parametrize(
+    "option,value,problem",
+    [
+        ("--max-points", "0", "0 is not between 1 and 500,000"),
+        ("--max-points", "-1", "-1 is not between 1 and 500,000"),
+        ("--max-points", "500001", "500,001 is not between 1 and 500,000 .*WebGL"),
+        ("--top", "-1", "-1 is negative"),
+    ],
+)
+def test_options_out_of_range(moe, tmp_path, capsys, option, value, problem):
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), option, value]
+    _rejected(capsys, tmp_path, option, args, problem)
+    assert not any(tmp_path.iterdir())
+
+
+def test_top_zero_lists_no_tensors(moe, capsys):
+    args = ["tensors", str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), "--top", "0"]
+    assert main([*args, "--max-points", "500000"]) == 0
+    text = capsys.readouterr().out
+    assert "hottest tensors" not in text and "components" in text
+    assert main([*args, "--json", "--max-points", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["hottest"] == []
+
+
+@pytest.mark.parametrize(
+    "row,problem",
+    [
+        (
+            "1,2",
+            "2 field\\(s\\), the header has 6 \\(tensor_idx,tensor_name,data_ptr,file_offset,size_bytes,layer_id\\)",
+        ),
+        ("1,blk.0.x,0x10,0,8,0,extra", "7 field\\(s\\), the header has 6"),
+        ("one,blk.0.x,0x10,0,8,0", "tensor_idx 'one' is not an integer"),
+        ("1,blk.0.x,0xfoo,0,8,0", "data_ptr '0xfoo' is not a pointer"),
+        ("1,blk.0.x,0x10,1.5,8,0", "file_offset '1.5' is not an integer"),
+        ("1,blk.0.x,0x10,0,-8,0", "size_bytes -8 is negative"),
+        ("1,blk.0.x,0x10,0,8,first", "layer_id 'first' is not an integer"),
+    ],
+)
+def test_name_table_rows_that_do_not_parse(moe, tmp_path, capsys, row, problem):
+    names = tmp_path / "names.csv"
+    table = st.names_table(moe["model"], st.template(moe["model"]))
+    names.write_text(table.to_csv(index=False) + row + "\n")
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), "--names", str(names)]
+    _rejected(capsys, tmp_path, names, args, f"line {len(table) + 2}: {problem}")
+
+
+def test_name_table_empty_fields_are_unknown(moe, tmp_path):
+    names = tmp_path / "names.csv"
+    names.write_text("tensor_idx,tensor_name,data_ptr,file_offset,size_bytes,layer_id\n\n7, Qcur-0,,,,\n")
+    t = read_names(names)
+    assert t.to_dict("records") == [
+        {"tensor_idx": 7, "tensor_name": "Qcur-0", "data_ptr": 0, "file_offset": -1, "size_bytes": 0, "layer_id": -1}
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -950,6 +1131,38 @@ def test_buffer_events(moe, tmp_path):
                 assert r["dealloc_ms"] == freed[e["buffer_id"]]
             else:
                 assert np.isnan(r["dealloc_ms"])
+
+
+@pytest.mark.parametrize(
+    "line,problem",
+    [
+        ('{"timestamp_ms": null, "event": "alloc", "buffer_id": 2}', "timestamp_ms null is not a number"),
+        ('{"timestamp_ms": "2.5", "event": "alloc", "buffer_id": 2}', 'timestamp_ms "2.5" is not a number'),
+        ('{"timestamp_ms": NaN, "event": "alloc", "buffer_id": 2}', "timestamp_ms NaN is not a number"),
+        ('{"event": "alloc", "buffer_id": 2}', "a buffer event needs 'timestamp_ms' and 'event'"),
+        ('{"timestamp_ms": 2, "event": "alloc", "buffer_id": "two"}', 'buffer_id "two" is not an integer'),
+        ('{"timestamp_ms": 2, "event": "alloc", "size": -4}', "size -4 is not a byte count"),
+        ('{"timestamp_ms": 2, "event": "alloc", "buffer_ptr": "0xzz"}', 'buffer_ptr "0xzz" is not a pointer'),
+        ('{"timestamp_ms": 2, "event": "alloc", "backend": 0}', "backend 0 is not a string"),
+    ],
+)
+def test_buffer_events_that_do_not_parse(moe, tmp_path, capsys, line, problem):
+    events = tmp_path / "buffers.jsonl"
+    events.write_text('{"timestamp_ms": 1.0, "event": "alloc", "buffer_id": 1, "size": 10}\n\n' + line + "\n")
+    args = [str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), "--buffers", str(events)]
+    _rejected(capsys, tmp_path, events, args, f"line 3: {re.escape(problem)}")
+
+
+def test_buffer_events_optional_fields(tmp_path):
+    events = tmp_path / "buffers.jsonl"
+    events.write_text('{"timestamp_ms": 1, "event": "dealloc", "buffer_ptr": null, "name": null}\n')
+    assert read_buffers(events).iloc[0].to_dict() == {
+        "timestamp_ms": 1.0, "event": "dealloc", "buffer_id": -1, "buffer_ptr": 0, "size": 0,
+        "name": "", "backend": "", "usage": "", "layer": -1,
+    }  # fmt: skip
+    events.write_text("\n")
+    assert list(read_buffers(events).columns) == ["timestamp_ms", "event", "buffer_id", "buffer_ptr", "size",
+                                                  "name", "backend", "usage", "layer"]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -64,12 +64,13 @@ def summary(a: Analysis, top: int = 10) -> str:
     if len(curve) and curve["accesses"].sum():
         pts = ", ".join(f"{p:.0%} -> {file_share_for(curve, p):.1%}" for p in (0.5, 0.9, 0.99))
         lines.append(f"hot/cold: share of accesses -> share of the file: {pts}")
-    lines.append("hottest tensors")
-    lines.append(f"  {'accesses':>10} {'share':>6} {'read':>10} {'size':>10}  tensor")
-    for r in t["tensors"].head(top).itertuples():
-        lines.append(
-            f"  {r.accesses:>10,} {r.share:>6.1%} {_size(r.bytes_accessed):>10} {_size(r.n_bytes):>10}  {r.name}"
-        )
+    if top > 0:  # --top 0 asks for no list, not for an empty table
+        lines.append("hottest tensors")
+        lines.append(f"  {'accesses':>10} {'share':>6} {'read':>10} {'size':>10}  tensor")
+        for r in t["tensors"].head(top).itertuples():
+            lines.append(
+                f"  {r.accesses:>10,} {r.share:>6.1%} {_size(r.bytes_accessed):>10} {_size(r.n_bytes):>10}  {r.name}"
+            )
     lines.append("components")
     lines.append(f"  {'accesses':>10} {'read':>10} {'file':>10} {'untouched':>10}  component")
     for r in t["components"].itertuples():

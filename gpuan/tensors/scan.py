@@ -17,6 +17,7 @@ from gpuan.tensors.names import layer_of
 from gpuan.trace.gguf_map import ModelMap, units
 from gpuan.trace.tensorlog import TensorLog, entries, windows
 from gpuan.trace.tensorlog.columns import accesses
+from gpuan.trace.tensorlog.formats import TOKEN_LIMIT
 
 UNNAMED = "(unnamed)"
 DENSE_PAIRS = 1 << 27  # token x unit cells kept as a bitmap up to this size, else as sorted keys
@@ -151,7 +152,10 @@ def scan(
     last_rows = entries(log, log.entries - 1, log.entries)
     t0, t1 = int(first_rows["timestamp_ns"][0]), int(last_rows["timestamp_ns"][0])
     span = max(t1 - t0, 0) + 1
-    tokens_guess = int(max(first_rows["token_id"][0], last_rows["token_id"][0])) + 1
+    # only a first size for the per-token arrays: the windows' token ids are checked as they are read, so a
+    # corrupt last entry must not size them before its window reports it
+    ends = [int(rows["token_id"][0]) for rows in (first_rows, last_rows)]
+    tokens_guess = max([t for t in ends if t < TOKEN_LIMIT], default=0) + 1
     del first_rows, last_rows
 
     n_units, n_layers = len(u), int(max(unit_layer.max(initial=-1), 0)) + 2

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from gpuan.errors import TraceError
+from gpuan.trace.gguf_header import truncation
 
 EXPERTS = re.compile(r"_exps(\.|$)")
 
@@ -51,10 +52,12 @@ def read_gguf(path: str | os.PathLike) -> ModelMap:
     except OSError as e:
         raise TraceError(path, f"cannot read: {e.strerror or e}") from None
     except (ValueError, KeyError, IndexError, TypeError, OverflowError) as e:
-        # the gguf package raises these for a wrong magic, an unknown version or a truncated header
-        raise TraceError(
-            path, f"not a readable GGUF file: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
-        ) from None
+        # the gguf package raises these for a wrong magic, an unknown version or a truncated file; for the
+        # last, its message is numpy's (out of bounds, cannot reshape), so say where the file is cut instead
+        problem = truncation(path) or (
+            f"not a readable GGUF file: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        )
+        raise TraceError(path, problem) from None
     arch = reader.fields.get("general.architecture")
     architecture = bytes(arch.parts[arch.data[0]]).decode("utf-8", "replace") if arch is not None else ""
     rows = []

@@ -26,6 +26,11 @@ NO_EXPERT = 0xFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
 MAX_SOURCES = 4
 MAX_EXPERTS = 16
+# token ids are the run's token positions, counted from 0, and the per-token tables are indexed by them; a
+# run's log holds far fewer than 2^20 of them (at the hundreds of entries a token takes, that many tokens fill
+# tens of GiB), so an id at or above this is a corrupt entry, and reading it as a token would size those
+# tables (token x layer) by gigabytes
+TOKEN_LIMIT = 1 << 20
 
 
 def _struct(fields: list[tuple[str, str, int]], itemsize: int) -> np.dtype:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpuan.errors import TraceError
-from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, NO_OFFSET
+from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, NO_OFFSET, TOKEN_LIMIT
 
 SAMPLE = 4096  # entries checked for plausibility, spread evenly over the used part
 ACCEPT = 0.95  # share of sampled entries a format must explain to be chosen
@@ -115,11 +116,51 @@ def _sample(path: str, fmt: str, file_bytes: int | None) -> tuple[int, int, floa
 
 
 def _sidecar(path: str) -> int | None:
+    """Return the writer's count of dropped entries from the log's ``.meta.json`` sidecar, or None when
+    there is none. A sidecar that is there but unreadable is an error rather than ignored: ignoring it would
+    report a log that lost entries as complete."""
+    meta = path + ".meta.json"
     try:
-        with open(path + ".meta.json", encoding="utf-8") as f:
-            return int(json.load(f)["overflow"])
-    except (OSError, ValueError, KeyError, TypeError):
+        with open(meta, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(meta, f"cannot read the log's sidecar: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as e:
+        problem = f"not JSON ({e.msg}, line {e.lineno} column {e.colno})"
+    else:
+        overflow = record.get("overflow") if isinstance(record, dict) else None
+        if isinstance(overflow, int) and not isinstance(overflow, bool) and overflow >= 0:
+            return overflow
+        if not isinstance(record, dict):
+            problem = "not a JSON object"
+        elif "overflow" not in record:
+            problem = "no 'overflow' count"
+        else:
+            problem = f"'overflow' is {json.dumps(overflow)}, not a count of dropped entries"
+    raise TraceError(
+        meta, f"corrupt sidecar of {os.path.basename(path)}: {problem}; remove it to analyse the log without it"
+    )
+
+
+def _regular_size(path: str) -> int:
+    """Return the size of the regular, readable file at `path`; anything else (missing, a directory, a FIFO
+    or device, unreadable) is a :class:`TraceError`: it would fail later inside ``numpy.memmap``."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise TraceError(path, "is a directory, not a tensor-access log")
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(path, "not a regular file: a tensor-access log is read memory-mapped")
+        # opened here (and closed) so a permission problem is reported before the memory mapping
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
+    return st.st_size
 
 
 def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | None = None) -> TensorLog:
@@ -131,10 +172,7 @@ def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | No
     path = os.fspath(path)
     if format != "auto" and format not in FORMATS:
         raise TraceError(path, f"unknown log format {format!r}; choose from {', '.join(FORMATS)} or auto")
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise TraceError(path, f"cannot read: {e.strerror}") from None
+    size = _regular_size(path)
     if size == 0:
         raise TraceError(path, "empty file: not a tensor-access log")
     candidates = FORMATS if format == "auto" else (format,)
@@ -177,9 +215,28 @@ def entries(log: TensorLog, start: int = 0, stop: int | None = None) -> np.memma
     return _map(log.path, log.format, start, stop)
 
 
+def check_tokens(log: TensorLog, start: int, raw: np.ndarray) -> None:
+    """Return None when every token id in `raw` (entries of `log` from index `start` on) is a token position
+    (below :data:`TOKEN_LIMIT`), else raise a :class:`TraceError` naming the first entry that is not. One
+    vectorised pass over the column, so checking a window costs a fraction of analysing it."""
+    tokens = raw["token_id"]
+    if len(tokens) == 0 or int(tokens.max()) < TOKEN_LIMIT:
+        return
+    i = int(np.argmax(tokens >= TOKEN_LIMIT))
+    at = start + i
+    raise TraceError(
+        log.path,
+        f"entry {at:,} (byte {at * log.entry_bytes:,}): token_id {int(tokens[i]):,} is not a token position "
+        f"(at most {TOKEN_LIMIT - 1:,}); the entry is corrupt",
+    )
+
+
 def windows(log: TensorLog, rows: int = 1 << 20) -> Iterator[tuple[int, np.memmap]]:
     """Yield (first entry index, memmap of up to `rows` entries) over the used part. Each window is its own
     mapping, released when the caller drops it, so resident memory stays near one window however big the
-    log."""
+    log. Each window's token ids are checked first (:func:`check_tokens`): the analysis sizes its per-token
+    tables by them."""
     for start in range(0, log.entries, rows):
-        yield start, entries(log, start, start + rows)
+        window = entries(log, start, start + rows)
+        check_tokens(log, start, window)
+        yield start, window

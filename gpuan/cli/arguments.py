@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def _integer(text: str) -> int:
@@ -26,6 +27,19 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
     return value
+
+
+def between(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """Return an argparse type: `text` as an integer from `low` to `high` (`why` says where the limit
+    comes from)."""
+
+    def integer(text: str) -> int:
+        value = _integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}{why}, not {text}")
+        return value
+
+    return integer
 
 
 def nonempty(text: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from gpuan.cli.arguments import between, count, nonempty
+
 MAX_POINTS = 500_000  # points of one scatter or 3-D view: WebGL fails beyond this
 
 
@@ -30,16 +32,18 @@ def add_parser(sub) -> None:
         default="auto",
         help="log entry layout (default: auto, by plausibility of the fields)",
     )
-    p.add_argument("-o", "--output", metavar="OUTDIR", help="directory for the tables (and report.html)")
+    p.add_argument("-o", "--output", type=nonempty, metavar="OUTDIR", help="directory for the tables (and report.html)")
     p.add_argument("--table-format", choices=TABLE_FORMATS, default="csv", help="format of the tables (default: csv)")
-    p.add_argument("--html", metavar="FILE.html", help="write the HTML report here (default: OUTDIR/report.html)")
+    p.add_argument(
+        "--html", type=nonempty, metavar="FILE.html", help="write the HTML report here (default: OUTDIR/report.html)"
+    )
     p.add_argument(
         "--max-points",
-        type=int,
+        type=between(1, MAX_POINTS, " (WebGL fails beyond)"),
         default=200_000,
         help=f"accesses sampled for the scatter and 3-D views (1 to {MAX_POINTS:,}; default 200,000)",
     )
-    p.add_argument("--top", type=int, default=10, help="hottest tensors to list (default: 10; 0: none)")
+    p.add_argument("--top", type=count, default=10, help="hottest tensors to list (default: 10; 0: none)")
     p.add_argument("--json", action="store_true", help="print the summary numbers and checks as JSON")
     p.add_argument(
         "--c-header", action="store_true", help="print the path of gpuan_tensor_log.h (the C/C++ log writer) and exit"
@@ -57,7 +61,6 @@ def run(args) -> int:
         return 0
     if not args.log or not args.gguf:
         raise TraceError(args.log or "LOG", "gpuan tensors needs a log and --gguf MODEL.gguf")
-    _check_options(args)
     from gpuan.tensors import Options, analyze
     from gpuan.tensors.report import never_touched, summary, write_html, write_tables
 
@@ -87,18 +90,3 @@ def run(args) -> int:
     else:
         print(summary(a, args.top))
     return 0
-
-
-def _check_options(args) -> None:
-    """Return None when the numeric options are in range, else raise the one-line error naming the option
-    (before anything is read or written)."""
-    from gpuan.errors import TraceError
-
-    if not 1 <= args.max_points <= MAX_POINTS:
-        raise TraceError(
-            "--max-points",
-            f"{args.max_points:,} is not between 1 and {MAX_POINTS:,} (accesses drawn in the scatter and 3-D "
-            f"views; WebGL fails beyond {MAX_POINTS:,})",
-        )
-    if args.top < 0:
-        raise TraceError("--top", f"{args.top:,} is negative (the hottest tensors to list; 0 lists none)")

@@ -129,7 +129,7 @@ KNOWN: tuple[GPU, ...] = (
         sources={
             "sms": "NVIDIA GeForce GTX 950 specifications (768 CUDA cores, 6 SMM)",
             "per-SM limits": _CUDA_TABLE + ", compute capability 5.2",
-            "copy_engines": "deviceQuery asyncEngineCount on GM206",
+            "copy_engines": "assumed 2, one per direction: no published deviceQuery of a GTX 950 was found to check it",
             "copy_first_turn_ns": "measured on this GPU by the trans_kernel_model study (2017): 3.158 ms",
             "copy_turn_ns": "fitted to that study's 5M-element 2- and 3-stream runs on this GPU (copy start and"
             " end times; not the files gpuan validates on): 1.05 ms",

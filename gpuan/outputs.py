@@ -60,16 +60,18 @@ def replace_atomic(path: str | os.PathLike, write: Callable[[Path], None], error
     path = Path(path)
     # the suffix stays last: some writers pick the format from it
     tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}-{next(_serial)}{path.suffix}")
-    staged = _staged.get()
-    if not path.parent.is_dir():  # said here in one way, not in each writer's words about the temporary file
+    # said here, before writing, in one way: not in each writer's words about the temporary file, nor only
+    # when a staged file is moved at the end
+    if not path.parent.is_dir():
         raise TraceError(str(path), f"cannot write: {_not_a_directory(path.parent)}")
+    if path.is_dir():
+        raise TraceError(str(path), "cannot write: Is a directory")
+    staged = _staged.get()
     try:
         write(tmp)
         if staged is None:
             os.replace(tmp, path)
         else:
-            if path.is_dir():
-                raise IsADirectoryError(21, "Is a directory")
             staged.moves.append((tmp, path))
     except (OSError, *errors) as e:
         _remove(tmp)

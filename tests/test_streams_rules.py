@@ -125,17 +125,23 @@ def test_a_block_too_big_for_the_gpu_is_refused():
         simulate(w, Settings(TOY, 2))
 
 
-def test_a_trace_from_a_bigger_gpu_is_one_line_and_exit_2(tmp_path, capsys):
-    # an nvprof trace whose kernel uses 200 KB of shared memory per block, simulated on a GTX 950 (96 KiB)
-    trace = tmp_path / "big_smem.csv"
-    trace.write_text(
+def nvprof_copy_then(path, kernel_fields: str, kernel: str):
+    """Write an nvprof GPU trace of one H2D copy and then one kernel on a GTX 950 (`kernel_fields`: its
+    Start to Throughput columns) to `path`, and return `path`."""
+    path.write_text(
         "==1== Profiling result:\n"
         '"Start","Duration","Grid X","Grid Y","Grid Z","Block X","Block Y","Block Z","Registers Per Thread",'
         '"Static SMem","Dynamic SMem","Size","Throughput","Device","Context","Stream","Name"\n'
         "ms,us,,,,,,,,B,KB,KB,GB/s,,,,\n"
         '1.0,16.0,,,,,,,,,,89.8,5.1,"GeForce GTX 950 (0)","1","13","[CUDA memcpy HtoD]"\n'
-        '1.1,61.0,90,1,1,256,1,1,28,0,200,,,"GeForce GTX 950 (0)","1","13","big_kernel(float*)"\n'
+        f'{kernel_fields}"GeForce GTX 950 (0)","1","13","{kernel}"\n'
     )
+    return path
+
+
+def test_a_trace_from_a_bigger_gpu_is_one_line_and_exit_2(tmp_path, capsys):
+    # an nvprof trace whose kernel uses 200 KB of shared memory per block, simulated on a GTX 950 (96 KiB)
+    trace = nvprof_copy_then(tmp_path / "big_smem.csv", "1.1,61.0,90,1,1,256,1,1,28,0,200,,,", "big_kernel(float*)")
     out = tmp_path / "p.json"
     from gpuan.cli import main
 
@@ -148,15 +154,7 @@ def test_a_trace_from_a_bigger_gpu_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_a_kernel_without_launch_sizes_is_one_line_and_exit_2(tmp_path, capsys):
     # the kernel row lost its grid: its blocks cannot be placed, so there is nothing to simulate
-    trace = tmp_path / "no_grid.csv"
-    trace.write_text(
-        "==1== Profiling result:\n"
-        '"Start","Duration","Grid X","Grid Y","Grid Z","Block X","Block Y","Block Z","Registers Per Thread",'
-        '"Static SMem","Dynamic SMem","Size","Throughput","Device","Context","Stream","Name"\n'
-        "ms,us,,,,,,,,B,KB,KB,GB/s,,,,\n"
-        '1.0,16.0,,,,,,,,,,89.8,5.1,"GeForce GTX 950 (0)","1","13","[CUDA memcpy HtoD]"\n'
-        '1.1,61.0,,,,256,1,1,28,0,0,,,"GeForce GTX 950 (0)","1","13","lost_grid(float*)"\n'
-    )
+    trace = nvprof_copy_then(tmp_path / "no_grid.csv", "1.1,61.0,,,,256,1,1,28,0,0,,,", "lost_grid(float*)")
     from gpuan.cli import main
 
     assert main(["streams", str(trace), "--streams", "2"]) == 2

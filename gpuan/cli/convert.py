@@ -25,7 +25,7 @@ def run(args) -> int:
     trace = load_trace(args.trace, use_cache=False)
     source = Path(args.trace)
     out = Path(args.output) if args.output else parquet.cache_path(source)
-    if out.exists() and source.exists() and out.resolve() == source.resolve():
+    if out.exists() and out.samefile(source):
         raise TraceError(out, "is the trace itself; name another output file")
     parquet.write(trace, out, source=source if source.is_file() else None)
     print(f"wrote {out} ({trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB)")

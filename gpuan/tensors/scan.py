@@ -15,11 +15,11 @@ from gpuan.engine.unique import sorted_unique
 from gpuan.tensors.join import expert_slices, interval_of
 from gpuan.tensors.names import layer_of
 from gpuan.trace.gguf_map import ModelMap, units
+from gpuan.trace.schema import UNNAMED
 from gpuan.trace.tensorlog import TensorLog, entries, windows
 from gpuan.trace.tensorlog.columns import accesses
 from gpuan.trace.tensorlog.formats import TOKEN_LIMIT
 
-UNNAMED = "(unnamed)"
 DENSE_PAIRS = 1 << 27  # token x unit cells kept as a bitmap up to this size, else as sorted keys
 NEVER = np.iinfo(np.int64).max
 # per-token accumulators and their starting values

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-#: The kinds of event, in the order of the dictionary used for the ``kind`` column.
-#: how analyses label an event whose trace gave it no name (its ``name`` is null)
+#: how analyses label an event (or tensor) whose source gave it no name
 UNNAMED = "(unnamed)"
 
+#: The kinds of event, in the order of the dictionary used for the ``kind`` column.
 KINDS: tuple[str, ...] = (
     "kernel",
     "memcpy",

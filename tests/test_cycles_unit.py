@@ -16,7 +16,7 @@ import pytest
 import gpuan
 from gpuan.cycles import detect, periods
 from gpuan.cycles.csvfile import read, render
-from gpuan.cycles.detect import _merge_runs, cover, detect_sequence
+from gpuan.cycles.detect import Pick, _outer_cycles, cover, detect_sequence
 from gpuan.cycles.patterns import Pattern, SequenceCycles, distinct_patterns
 from gpuan.cycles.periods import idle_before
 from gpuan.cycles.sequence import Sequence, is_comm_name, sequences
@@ -176,11 +176,20 @@ def test_position_stats_against_numpy():
     ids[30] = 20
     dur = rng.integers(100, 10_000, len(ids))
     starts = np.arange(0, len(ids), 12)
-    count, total, lo, hi, m2 = periods.position_stats(ids, dur, starts, np.arange(12, dtype=np.int32))
+    positions = starts[:, None] + np.arange(12)[None, :]
+    count, total, lo, hi, m2 = periods.position_stats(ids, dur, positions, np.arange(12, dtype=np.int32))
     for j in range(12):
         d = np.array([dur[s + j] for s in starts if ids[s + j] == j], float)
         assert count[j] == len(d) and total[j] == d.sum() and lo[j] == d.min() and hi[j] == d.max()
         assert m2[j] == pytest.approx(((d - d.mean()) ** 2).sum())
+    # instances whose events are not contiguous (slots of interleaved streams): the rows say where each is
+    slots = np.stack([rng.permutation(12) for _ in starts])
+    shuffled = np.take_along_axis(positions, slots, axis=1)
+    again = periods.position_stats(ids, dur, shuffled, np.take_along_axis(ids[positions], slots, axis=1)[0])
+    first = shuffled[0]
+    for j in range(12):
+        d = np.array([dur[row[j]] for row in shuffled if ids[row[j]] == ids[first[j]]], float)
+        assert again[0][j] == len(d) and again[1][j] == d.sum()
 
 
 def test_csv_round_trip(tmp_path):
@@ -262,7 +271,7 @@ def test_idle_before_and_cover_are_exact():
     assert idle_before(ts, dur).tolist() == [0, 0, 0, 80]
     ids = np.array([9] * 3 + list(range(8)) * 4 + [9] * 3, np.int32)
     picks = cover(ids, np.zeros(len(ids)), 10, lambda L, k: k >= 3 and L >= 2)
-    assert [(L, st.tolist()) for L, st in picks] == [(8, [3, 11, 19, 27])]
+    assert [(p.period, p.starts.tolist(), p.ordered) for p in picks] == [(8, [3, 11, 19, 27], True)]
 
 
 def test_synthetic_llm_inference_phases():
@@ -353,7 +362,7 @@ def test_merged_runs_hold_only_whole_instances():
     rotated = unit[3:] + unit[:3]
     ids = np.array(unit * 3 + rotated * 2 + [50] * 5 + rotated * 2, np.int32)
     # two picks of one pattern, the second rotated and with stray kernels between its instances 2 and 3
-    (run,) = _merge_runs(ids, [(10, np.array([0, 10, 20])), (10, np.array([30, 40, 55, 65]))])
+    (run,) = _outer_cycles(seq_of(ids), [Pick(10, np.array([0, 10, 20])), Pick(10, np.array([30, 40, 55, 65]))])
     assert run[2].starts.tolist() == [0, 10, 20, 37, 62]
 
 

@@ -30,7 +30,11 @@ def add_parser(sub) -> None:
         help="CPU operators: top-level (default), leaves, or all",
     )
     p.add_argument(
-        "--merge-streams", action="store_true", help="analyse a device's compute and communication streams together"
+        "--sequences",
+        choices=("stream", "group", "merged"),
+        default="group",
+        help="GPU events: one sequence per stream, per stream group (compute apart from communication; "
+        "default) or per device (all streams merged)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)  # fmt: skip
@@ -38,7 +42,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     return show(args.trace, args.output, mode=args.mode, kind=args.kind, ops=args.ops,
-                merge_streams=args.merge_streams, fmt=args.format)  # fmt: skip
+                split=args.sequences, fmt=args.format)  # fmt: skip
 
 
 def show(
@@ -48,7 +52,7 @@ def show(
     mode: str = "all",
     kind: str = "kernel",
     ops: str = "top",
-    merge_streams: bool = False,
+    split: str = "group",
     fmt: str = "text",
 ) -> int:
     """Detect the cycles of the trace at `path`, write the CSVs under `output`, print the summary;
@@ -61,7 +65,7 @@ def show(
     from gpuan.outputs import write_text
 
     trace = load_trace(path)
-    found = detect(trace, kind, merge_streams=merge_streams, ops=ops)
+    found = detect(trace, kind, split=split, ops=ops)
     if not found:
         raise TraceError(path, f"no {kind} events to look for cycles in")
     patterns = distinct_patterns(found)
@@ -91,7 +95,7 @@ def _json(path, kind, found, patterns, files, phases) -> dict:
     from gpuan.cycles import Pattern
 
     written = {id(p): path for path, p in files.items()}
-    out = {"trace": path, "kind": kind, "sequences": []}
+    out = {"trace": path, "kind": kind, "sequences": []}  # the split is in each sequence's group
     for sc in found:
         seq = sc.sequence
         segs = []
@@ -126,6 +130,16 @@ def _us(ns: float) -> str:
     return f"{ns / 1e3:,.1f} us"
 
 
+def _streams_and_order(p) -> str:
+    """Where a multi-stream pattern's events run, and how much their order changes between instances."""
+    split = ", ".join(f"{s}: {n:,}" for s, n in p.streams().items())
+    if p.cycle.ordered:
+        return f"streams {split}; same order in every instance"
+    moved = p.order_moved() * 100
+    return (f"streams {split}; order varies: {moved.mean():.1f}% of events out of order on average "
+            f"(up to {moved.max():.1f}%)")  # fmt: skip
+
+
 def _print_text(found, labels, files, phases) -> None:
     from gpuan.cycles import Pattern
 
@@ -135,9 +149,12 @@ def _print_text(found, labels, files, phases) -> None:
         for si, seg in enumerate(sc.segments):
             span = f"events {seg.start:,}-{seg.end - 1:,}"
             if seg.cycle is not None:
-                t = Pattern(seq, si, "cycle", seg.cycle).instance_times()
+                p = Pattern(seq, si, "cycle", seg.cycle)
+                t = p.instance_times()
                 print(f"  [{si}] {span}: cycle of {seg.cycle.length:,} x {seg.cycle.repetitions:,}, "
                       f"busy {_us(t.busy_ns.mean())}, wall {_us(t.wall_ns.mean())} per instance")  # fmt: skip
+                if seq.multi_stream:
+                    print(f"       {_streams_and_order(p)}")
             else:
                 print(f"  [{si}] {span}: no outer cycle (one pass)")
             for c in seg.sub_cycles:

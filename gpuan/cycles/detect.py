@@ -6,16 +6,25 @@ The rules, in order:
    engine (:func:`match_counts`), a region is a maximal stretch where each instance matches the previous
    one on at least 95 % of its positions. Regions of one pattern that stray events split (an extra
    kernel in one iteration) are chained: less than two instances apart, they make one candidate.
+   In a sequence of several streams whose ordered regions leave more than a tenth of it uncovered,
+   regions where each window holds the same events as the next *in any order*
+   (:func:`periods.bag_regions`) are candidates too: the streams' kernels interleave differently in
+   every instance. Where both kinds cover the same events, the ordered region wins.
 2. *Cover.* Regions are taken greedily, most events covered first (shorter period on ties, so a period
    beats its multiples), each clipped to what earlier picks left free. An outer cycle needs at least 3
    instances and 20 events beyond its first instance (long cycles need few repetitions, short ones
-   more); a sub-cycle needs 2 instances and 4 events beyond the first.
-3. *Rotation.* A region holding ``k`` whole instances plus ``r`` spare events can start at ``r + 1``
-   offsets; the one chosen puts the instance boundaries where the events before them left the most idle
-   time (summed over instances after the first: iterations begin after the host has waited) if that is
-   at least twice the idle time at the region's first offset; else where the partial instance just
-   before the region begins (a first layer that a side stream's kernels interleave), or the region's
-   first offset. Instances are exactly where the pattern starts, never a drifting stride.
+   more), or 2 instances of at least 100 events; a sub-cycle needs 2 instances and 4 events beyond
+   the first.
+3. *Rotation.* A region holding ``k`` whole instances plus ``r`` spare events can start at several
+   offsets. Where the trace began while the GPU still ran events launched before it (the tail of an
+   earlier iteration), the instances start at the first event launched inside the trace: profilers
+   open their window at an iteration boundary. Else the boundaries go where the events before them
+   left the most idle time (summed over instances after the first: iterations begin after the host has
+   waited) if that is at least twice the idle time at the region's first offset; else where the partial
+   instance just before the region begins (a first layer that a side stream's kernels interleave), or
+   the region's first offset. Instances are exactly where the pattern starts, never a drifting stride.
+   An instance of an unordered region is cut per stream (:mod:`gpuan.cycles.interleave`), so that it
+   holds exactly its iteration's events of every stream.
 4. *Phases.* Adjacent picks of one pattern are one segment. A periodic segment
    must cover 5 % of the sequence; shorter ones, and the gaps between periodic segments, are aperiodic
    segments (one pass: a prefill, a warm-up). Each segment gets sub-cycles: the repeating blocks of its
@@ -30,7 +39,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from gpuan.cycles import periods
+from gpuan.cycles import interleave, periods
 from gpuan.cycles.sequence import Sequence
 from gpuan.engine import CPU, Engine
 
@@ -38,12 +47,16 @@ from gpuan.engine import CPU, Engine
 OUTER_MIN_REPS = 3
 #: ... and its instances after the first hold at least this many events
 OUTER_MIN_EVIDENCE = 20
+#: a pattern this long is an outer cycle from two instances on (two training steps, two model passes)
+OUTER_PAIR_LENGTH = 100
 SUB_MIN_REPS = 2
 SUB_MIN_EVIDENCE = 4
 #: a periodic segment covers at least this share of its sequence's events
 MIN_SHARE = 0.05
 #: at most this many candidate periods get their regions traced (the best-scoring ones)
 MAX_TRACED = 64
+#: unordered (multiset) regions are looked for where ordered ones cover less than this share
+ORDERED_ENOUGH = 0.9
 
 
 @dataclass(frozen=True)
@@ -51,15 +64,36 @@ class Cycle:
     """A repeating pattern of events and where its instances are.
 
     ``template`` holds the ids (into the sequence's vocabulary) of the pattern, position by position (the
-    majority over instances); ``starts`` the sequence position where each instance begins. A sub-cycle
-    also has ``offset`` (its first position inside the parent's pattern) and ``per_parent`` (instances
-    per parent instance).
+    majority over instances); ``starts`` the sequence position where each instance begins. An instance
+    holds the ``length`` events from its start, unless ``members`` is set: then row ``m`` holds the
+    sequence positions of instance ``m``'s events, slot by slot in template order (a pattern whose
+    streams interleave differently in every instance; ``starts`` is then each row's first position). A
+    sub-cycle also has ``offset`` (its first position inside the parent's pattern) and ``per_parent``
+    (instances per parent instance).
     """
 
     template: np.ndarray
     starts: np.ndarray
     offset: int = 0
     per_parent: int = 1
+    members: np.ndarray | None = None
+
+    @property
+    def ordered(self) -> bool:
+        """Whether every instance is a contiguous run of events in template order."""
+        return self.members is None
+
+    def positions(self) -> np.ndarray:
+        """The sequence position of every instance's event at every slot: (repetitions, length) int64."""
+        if self.members is not None:
+            return self.members
+        return self.starts[:, None] + np.arange(self.length, dtype=np.int64)[None, :]
+
+    def span(self) -> tuple[int, int]:
+        """The first position of the first instance and one past the last position of the last."""
+        if self.members is not None:
+            return int(self.members.min()), int(self.members.max()) + 1
+        return int(self.starts[0]), int(self.starts[-1]) + self.length
 
     @property
     def length(self) -> int:
@@ -145,6 +179,8 @@ def _allowed(period: int) -> int:
 
 
 def _accept_outer(period: int, reps: int) -> bool:
+    if reps == 2:
+        return period >= OUTER_PAIR_LENGTH
     return reps >= OUTER_MIN_REPS and (reps - 1) * period >= OUTER_MIN_EVIDENCE
 
 
@@ -160,47 +196,80 @@ def _match_counts(ids: np.ndarray, cands: np.ndarray, engine: Engine) -> np.ndar
     return periods.match_counts(ids, cands)
 
 
-def cover(ids: np.ndarray, score: np.ndarray, vocab: int, accept, engine: Engine = CPU) -> list[tuple[int, np.ndarray]]:
-    """Greedy cover of `ids` by periodic regions; returns per pick its period and its instances' starts.
+@dataclass(frozen=True)
+class Pick:
+    """A periodic region chosen by :func:`cover`: its period, its instances' starts, and whether its
+    instances match in order (else as multisets: the same events in another interleaving)."""
+
+    period: int
+    starts: np.ndarray
+    ordered: bool = True
+
+
+def cover(
+    ids: np.ndarray,
+    score: np.ndarray,
+    vocab: int,
+    accept,
+    engine: Engine = CPU,
+    *,
+    first_launched: int = 0,
+    streams: np.ndarray | None = None,
+) -> list[Pick]:
+    """Greedy cover of `ids` by periodic regions; returns the picks, sorted by first instance, disjoint.
 
     Regions of one period and one pattern that a few stray events split apart (an extra kernel in one
     iteration) are one pick: its instances are found again after the break, where the pattern resumes.
-    Picks are sorted by their first instance and never overlap.
+    `streams` (the stream of each event, for a sequence of several) lets unordered regions compete where
+    ordered ones cover too little; `first_launched` is the position of the first event launched inside
+    the trace window where earlier ones were launched before it (else 0).
     """
     n = ids.shape[0]
     cands = periods.candidate_periods(ids, vocab, n // 2)
     if cands.size == 0:
         return []
     counts = _match_counts(ids, cands, engine)
-    # a region of two instances needs about `period` matching comparisons
+    # an ordered region of two instances needs about `period` matching comparisons (an unordered one
+    # may have few: its events interleave differently every time)
+    every = cands
     viable = counts >= cands - (cands * periods.TOLERANCE).astype(np.int64)
     cands, counts = cands[viable], counts[viable]
     if n > periods.EXHAUSTIVE and cands.size > MAX_TRACED:
         keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_TRACED])
         cands = cands[keep]
-    chains = []
+    chains = []  # (events covered, period, ordered first, first start, pieces)
     for p in cands:
         L = int(p)
         starts, ends = periods.periodic_regions(ids, L, _allowed(L))
         for pieces in _chains(ids, L, starts.tolist(), ends.tolist()):
             whole = sum((e - s) // L for s, e in pieces)
             if accept(L, whole):
-                chains.append((whole * L, L, pieces[0][0], pieces))
-    chains.sort(key=lambda c: (-c[0], c[1], c[2]))
+                chains.append((whole * L, L, 0, pieces[0][0], pieces))
+    best = max((c[0] for c in chains), default=0)
+    if streams is not None and best < ORDERED_ENOUGH * n:
+        chains += _unordered_chains(ids, vocab, streams, every, accept)
+    chains.sort(key=lambda c: c[:4])
+    chains.sort(key=lambda c: -c[0])  # stable: ties keep (period, ordered first, start)
     taken: list[tuple[int, int]] = []
     picks = []
-    for _, L, _, pieces in chains:
+    for _, L, unordered, _, pieces in chains:
         # a chain is one phase: it takes its whole hull, so nothing else lands between its pieces
         lo, hi = _largest_free(pieces[0][0], pieces[-1][1], taken)
         clipped = [(max(s, lo), min(e, hi)) for s, e in pieces if min(e, hi) - max(s, lo) >= L]
-        starts = _place(ids, score, L, clipped)
+        starts = _place(ids, score, L, clipped, first_launched, ordered=not unordered)
         if starts.size == 0 or not accept(L, starts.size):
             continue
         taken.append((int(starts[0]), int(starts[-1]) + L))
         taken.sort()
-        picks.append((L, starts))
-    picks.sort(key=lambda pick: int(pick[1][0]))
+        picks.append(Pick(L, starts, not unordered))
+    picks.sort(key=lambda pick: int(pick.starts[0]))
     return picks
+
+
+def _stream_keys(ids: np.ndarray, vocab: int, streams: np.ndarray) -> tuple[np.ndarray, int]:
+    """Ids that tell streams apart (one name on two streams is two keys), and their number."""
+    known = np.unique(streams)
+    return np.searchsorted(known, streams).astype(np.int64) * vocab + ids, known.size * vocab
 
 
 def _chains(ids: np.ndarray, L: int, starts: list[int], ends: list[int]) -> list[list[tuple[int, int]]]:
@@ -217,13 +286,70 @@ def _chains(ids: np.ndarray, L: int, starts: list[int], ends: list[int]) -> list
     return chains
 
 
-def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, int]]) -> np.ndarray:
+def _unordered_chains(ids: np.ndarray, vocab: int, streams: np.ndarray, cands: np.ndarray, accept) -> list:
+    """The chains of unordered (multiset) regions of the candidate periods, as :func:`cover` ranks them.
+
+    A multiset match also accepts periods a few events off the true one; of the chains that overlap and
+    whose periods are within a tenth of each other, only the one with the least mismatch per window is
+    kept."""
+    keys, key_vocab = _stream_keys(ids, vocab, streams)
+    found = []  # (mismatch, covered, period, pieces)
+    for p in cands:
+        L = int(p)
+        starts, ends, mismatch = periods.bag_regions(keys, key_vocab, L, _allowed(L))
+        chains: list[list[int]] = []  # region indexes
+        for i, s in enumerate(starts.tolist()):
+            if chains:
+                j = chains[-1][-1]
+                ps, pe = int(starts[j]), int(ends[j])
+                if s - pe < 2 * L and periods.bag_mismatch(keys, key_vocab, ps, s, L) <= _allowed(L):
+                    chains[-1].append(i)
+                    continue
+            chains.append([i])
+        for chain in chains:
+            pieces = [(int(starts[i]), int(ends[i])) for i in chain]
+            whole = sum((e - s) // L for s, e in pieces)
+            if accept(L, whole):
+                found.append((float(np.mean(mismatch[chain])), whole * L, L, pieces))
+    kept = []
+    for m, covered, L, pieces in found:
+        lo, hi = pieces[0][0], pieces[-1][1]
+        sharper = any(
+            m2 < m or (m2 == m and L2 < L)
+            for m2, _, L2, p2 in found
+            if L2 != L and abs(L2 - L) <= L // 10 and min(hi, p2[-1][1]) - max(lo, p2[0][0]) > (hi - lo) // 2
+        )
+        if not sharper:
+            kept.append((covered, L, 1, lo, pieces))
+    return kept
+
+
+def _first_offset(
+    ids: np.ndarray, score: np.ndarray, L: int, a: int, b: int, first_launched: int, ordered: bool
+) -> int:
+    """Where in the piece ``[a, b)`` the first instance starts (an offset from `a`), by the rotation rules."""
+    k = (b - a) // L
+    spare = (b - a) - k * L
+    if 0 < first_launched and a <= first_launched < b - L:
+        # the trace window opened at an iteration boundary while the GPU ran the earlier iteration's tail
+        return (first_launched - a) % L
+    j = best_rotation(score, a, L, k, spare)
+    if j >= 0:
+        return j
+    if ordered:
+        # no idle time marks the boundary: a first instance that other events interleave (a side
+        # stream's kernels inside the first layer) still shows where the pattern begins
+        return (L - matched_before(ids, a, L, max(2, L // 10))) % L
+    return 0
+
+
+def _place(
+    ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, int]], first_launched: int, ordered: bool
+) -> np.ndarray:
     """Instance starts in the (free parts of the) pieces of a chain, all in one rotation.
 
-    The first piece with a whole instance fixes the rotation: by the idle-time rule, or, where idle time
-    marks nothing, at the start of the partial first instance just before the piece (if interleaved
-    events kept part of an instance out of the region); later pieces start where that rotation of the
-    pattern starts in them.
+    The first piece with a whole instance fixes the rotation (:func:`_first_offset`); later pieces start
+    where that rotation of the pattern starts in them (unordered pieces: by the same rules as the first).
     """
     out = []
     template = None
@@ -231,14 +357,8 @@ def _place(ids: np.ndarray, score: np.ndarray, L: int, pieces: list[tuple[int, i
     for a, b in pieces:
         if b - a < L:
             continue
-        if template is None:
-            k = (b - a) // L
-            j = best_rotation(score, a, L, k, (b - a) - k * L)
-            if j < 0:
-                # no idle time marks the boundary: a first instance that other events interleave (a side
-                # stream's kernels inside the first layer) still shows where the pattern begins
-                j = (L - matched_before(ids, a, L, max(2, L // 10))) % L
-            a += j
+        if template is None or not ordered:
+            a += _first_offset(ids, score, L, a, b, first_launched, ordered)
             template = ids[a : a + L]
         else:
             d = _rotation_of(template, ids[a : a + L])
@@ -276,6 +396,14 @@ def _cycle(ids: np.ndarray, starts: np.ndarray, length: int, offset: int = 0, pe
     return Cycle(periods.consensus(ids, starts, length), starts, offset, per_parent)
 
 
+def member_cycle(ids: np.ndarray, members: np.ndarray, offset: int = 0, per_parent: int = 1) -> Cycle:
+    """The cycle whose instance ``m`` is the events at ``members[m]`` (slots in template order)."""
+    reps, length = members.shape
+    rows = np.ascontiguousarray(ids[members]).reshape(-1)
+    template = periods.consensus(rows, np.arange(reps, dtype=np.int64) * length, length)
+    return Cycle(template, members.min(axis=1), offset, per_parent, members)
+
+
 def _rotation_of(template: np.ndarray, other: np.ndarray) -> int | None:
     """The shift ``d`` with ``other[d:] + other[:d]`` equal to `template` on >= 95 % of positions."""
     L = template.shape[0]
@@ -294,15 +422,23 @@ def realigned(starts: np.ndarray, length: int, d: int) -> np.ndarray:
     return starts[whole] + d
 
 
-def _merge_runs(ids: np.ndarray, picks: list[tuple[int, np.ndarray]]) -> list[tuple[int, int, Cycle]]:
-    """Join consecutive picks of one pattern less than two instances apart; returns (start, end, cycle)."""
+def _outer_cycles(seq: Sequence, picks: list[Pick]) -> list[tuple[int, int, Cycle]]:
+    """The cycle of each pick as (first position, end, cycle), consecutive picks of one ordered pattern
+    less than two instances apart joined; an unordered pick's instances are cut per stream."""
+    ids = seq.ids
     out: list[tuple[int, int, Cycle]] = []
-    for L, starts in picks:
+    for pick in picks:
+        L, starts = pick.period, pick.starts
+        if not pick.ordered:
+            members = interleave.stream_members(seq.ids, len(seq.vocab), seq.event_streams, seq.early, starts, L)
+            cyc = _cycle(ids, starts, L) if members is None else member_cycle(ids, members)
+            out.append((*cyc.span(), cyc))
+            continue
         cyc = _cycle(ids, starts, L)
-        s, e = int(starts[0]), int(starts[-1]) + L
+        s, e = cyc.span()
         if out:
             ps, pe, prev = out[-1]
-            if prev.length == L and s - pe < 2 * L:
+            if prev.ordered and prev.length == L and s - pe < 2 * L:
                 d = _rotation_of(prev.template, cyc.template)
                 if d is not None:
                     moved = realigned(starts, L, d)
@@ -320,13 +456,24 @@ def _sub_cycles(seq: Sequence, idle: np.ndarray, seg_start: int, seg_end: int, c
     if cycle is None:
         picks = cover(seq.ids[seg_start:seg_end], idle[seg_start:seg_end], vocab, _accept_sub)
         return tuple(
-            _cycle(seq.ids, seg_start + st, L, offset=seg_start + int(st[0]), per_parent=st.size) for L, st in picks
-        )
-    score = summed_at(idle, cycle.starts, cycle.length)
+            _cycle(seq.ids, seg_start + p.starts, p.period, offset=seg_start + int(p.starts[0]),
+                   per_parent=p.starts.size)
+            for p in picks
+        )  # fmt: skip
+    if cycle.ordered:
+        score = summed_at(idle, cycle.starts, cycle.length)
+    else:
+        score = idle[cycle.members].sum(axis=0)
     subs = []
-    for L, inner in cover(cycle.template, score, vocab, _accept_sub):
-        starts = (cycle.starts[:, None] + inner[None, :]).reshape(-1)
-        subs.append(_cycle(seq.ids, starts, L, offset=int(inner[0]), per_parent=inner.size))
+    for p in cover(cycle.template, score, vocab, _accept_sub):
+        L, inner = p.period, p.starts
+        if cycle.ordered:
+            starts = (cycle.starts[:, None] + inner[None, :]).reshape(-1)
+            subs.append(_cycle(seq.ids, starts, L, offset=int(inner[0]), per_parent=inner.size))
+        else:
+            slots = inner[:, None] + np.arange(L, dtype=np.int64)[None, :]
+            members = cycle.members[:, slots].reshape(-1, L)
+            subs.append(member_cycle(seq.ids, members, offset=int(inner[0]), per_parent=inner.size))
     return tuple(subs)
 
 
@@ -337,11 +484,17 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
         return []
     # as float: scores are summed over many instances
     idle = periods.idle_before(seq.ts, seq.dur).astype(np.float64)
-    picks = cover(seq.ids, idle, len(seq.vocab), _accept_outer, engine)
-    runs = [r for r in _merge_runs(seq.ids, picks) if r[1] - r[0] >= min_share * n]
+    first_launched = 0
+    if seq.early is not None and not seq.early.all():
+        first_launched = int(np.argmin(seq.early))
+    streams = seq.event_streams if seq.multi_stream else None
+    picks = cover(seq.ids, idle, len(seq.vocab), _accept_outer, engine, first_launched=first_launched,
+                  streams=streams)  # fmt: skip
+    runs = [r for r in _outer_cycles(seq, picks) if r[1] - r[0] >= min_share * n]
     bounds: list[tuple[int, int, Cycle | None]] = []
     cur = 0
     for s, e, cyc in runs:
+        s = max(s, cur)  # an interleaved instance may reach back into the previous segment's events
         if s > cur:
             bounds.append((cur, s, None))
         bounds.append((s, e, cyc))

@@ -8,7 +8,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from gpuan.cycles import periods
+from gpuan.cycles import interleave, periods
 from gpuan.cycles.detect import Cycle, Segment, realigned
 from gpuan.cycles.sequence import Sequence
 from gpuan.cycles.signature import signature
@@ -53,8 +53,22 @@ class Pattern:
     def _times(self) -> pd.DataFrame:
         # the ordering, the statistics, the summary and the CSV all need them: made once per pattern
         seq, c = self.sequence, self.cycle
-        first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, c.starts, c.length)
+        first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, c.positions())
         return pd.DataFrame({"start_ns": first, "end_ns": last, "busy_ns": busy, "wall_ns": last - first})
+
+    def streams(self) -> dict[int, int]:
+        """How many of the pattern's events run on each stream (in its first instance)."""
+        seq = self.sequence
+        on = seq.event_streams[self.cycle.positions()[0]]
+        values, counts = np.unique(on, return_counts=True)
+        return {int(v): int(c) for v, c in zip(values, counts)}
+
+    def order_moved(self) -> np.ndarray:
+        """Per instance, the share of its events out of the template's order (0 for an ordered pattern,
+        whose instances match the template position by position)."""
+        if self.cycle.ordered:
+            return np.zeros(self.cycle.repetitions)
+        return interleave.moved_share(self.cycle.members)
 
     def centre_ns(self) -> float:
         t = self._times
@@ -64,7 +78,7 @@ class Pattern:
         """Per position: name, avg/min/max/population-stddev of the duration (us) over the instances
         whose event there has that name, how many did, and the share of the average busy time."""
         seq, c = self.sequence, self.cycle
-        count, total, lo, hi, m2 = periods.position_stats(seq.ids, seq.dur, c.starts, c.template)
+        count, total, lo, hi, m2 = periods.position_stats(seq.ids, seq.dur, c.positions(), c.template)
         safe = np.maximum(count, 1)
         avg = total / safe / 1e3
         avg_cycle_us = self._times.busy_ns.mean() / 1e3
@@ -95,8 +109,11 @@ class Pattern:
             "avg_wall_us": round(float(t.wall_ns.mean()) / 1e3, 3),
             "total_busy_us": round(float(t.busy_ns.sum()) / 1e3, 3),
             "signature": pattern_signature(self.names),
+            "ordered": self.cycle.ordered,
+            "streams": {str(k): v for k, v in self.streams().items()},
             "instances": {
                 "first_event": self.cycle.starts.tolist(),
+                "order_moved": [round(float(x), 4) for x in self.order_moved()],
                 "start_ns": t.start_ns.tolist(),
                 "busy_ns": t.busy_ns.tolist(),
                 "wall_ns": t.wall_ns.tolist(),
@@ -152,9 +169,19 @@ def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
                 first = out[by_form[form]]
                 # two rotations of one canonical form: an exact shift exists
                 d = periods.rotation_of(first.cycle.template, cyc.template, cyc.length)
-                moved = realigned(cyc.starts, cyc.length, d)
-                starts = np.union1d(first.cycle.starts, moved)
-                merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
+                if first.cycle.ordered and cyc.ordered:
+                    moved = realigned(cyc.starts, cyc.length, d)
+                    starts = np.union1d(first.cycle.starts, moved)
+                    merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
+                elif d == 0:
+                    rows = np.concatenate([first.cycle.positions(), cyc.positions()])
+                    rows = rows[np.argsort(rows.min(axis=1), kind="stable")]
+                    merged = Cycle(first.cycle.template, rows.min(axis=1), first.cycle.offset,
+                                   first.cycle.per_parent, rows)  # fmt: skip
+                else:
+                    # a rotation of an interleaved pattern has other instances: it stays a pattern of its own
+                    out.append(Pattern(seq, si, role, cyc))
+                    continue
                 out[by_form[form]] = Pattern(seq, first.segment, first.role, merged)
     keyed = [(p.centre_ns(), i, p) for i, p in enumerate(out)]
     keyed.sort(key=lambda x: (x[0], x[1]))

@@ -4,6 +4,10 @@ A sequence is periodic with period ``L`` over a stretch where ``ids[i] == ids[i 
 ``i``. These kernels find the candidate ``L`` (from the gaps between successive occurrences of each id),
 count the shifted matches of many candidates at once (the part that has a GPU twin in
 :mod:`gpuan.cycles.periods_cuda`), and turn a candidate's matches into maximal periodic regions.
+
+Where events of several streams share one sequence, their order in time is not the program's: a step
+repeats as a *multiset* (the same events, in another interleaving). :func:`bag_regions` finds those
+stretches: windows of ``L`` events holding the same events as the next window, in any order.
 """
 
 from __future__ import annotations
@@ -118,6 +122,76 @@ def periodic_regions(ids: np.ndarray, period: int, allowed: int) -> tuple[np.nda
     return np.array(starts, np.int64), np.array(ends, np.int64)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _bump(diff: np.ndarray, k: int, d: int, total: int) -> int:
+    total -= abs(diff[k])
+    diff[k] += d
+    return total + abs(diff[k])
+
+
+@numba.njit(cache=True, nogil=True)
+def bag_regions(keys: np.ndarray, vocab: int, period: int, allowed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the maximal regions where each window of `period` events holds the same events as the
+    next window, in any order, as ``(starts, ends, mismatch)``: half-open positions, and the mean number
+    of unmatched events per window pair of the region (`keys` in ``[0, vocab)``).
+
+    A pair of windows is good when at most `allowed` events of the first have no counterpart in the
+    second. The difference of the two windows' counts is kept up to date as they slide (four counts
+    change per step), so a period costs one pass. A region is a run of good pairs: it holds at least two
+    instances. Unlike an ordered match, a multiset match tolerates a period a few events off (the
+    windows then differ by those few events); the true period is the one with the least mismatch.
+    """
+    n = keys.shape[0]
+    L = period
+    starts = []
+    ends = []
+    mismatch = []
+    if n < 2 * L:
+        return np.array(starts, np.int64), np.array(ends, np.int64), np.array(mismatch, np.float64)
+    diff = np.zeros(vocab, np.int64)  # count in the first window minus count in the second
+    for i in range(L):
+        diff[keys[i]] += 1
+        diff[keys[i + L]] -= 1
+    total = 0  # sum of |diff| over keys: twice the unmatched events
+    for v in range(vocab):
+        total += abs(diff[v])
+    run_start = -1
+    run_sum = 0
+    last = n - 2 * L
+    for w in range(last + 1):
+        if w > 0:
+            # the first window loses keys[w-1] and gains keys[w+L-1]; the second loses that one, gains keys[w+2L-1]
+            total = _bump(diff, keys[w - 1], -1, total)
+            total = _bump(diff, keys[w + L - 1], 2, total)
+            total = _bump(diff, keys[w + 2 * L - 1], -1, total)
+        good = total <= 2 * allowed
+        if good and run_start < 0:
+            run_start = w
+            run_sum = 0
+        if good:
+            run_sum += total // 2
+        if run_start >= 0 and (not good or w == last):
+            last_w = w - 1 if not good else w
+            starts.append(run_start)
+            ends.append(last_w + 2 * L)
+            mismatch.append(run_sum / (last_w - run_start + 1))
+            run_start = -1
+    return np.array(starts, np.int64), np.array(ends, np.int64), np.array(mismatch, np.float64)
+
+
+@numba.njit(cache=True, nogil=True)
+def bag_mismatch(keys: np.ndarray, vocab: int, a: int, b: int, length: int) -> int:
+    """How many events of ``keys[a : a + length]`` have no counterpart in ``keys[b : b + length]``."""
+    diff = np.zeros(vocab, np.int64)
+    for j in range(length):
+        diff[keys[a + j]] += 1
+        diff[keys[b + j]] -= 1
+    total = 0
+    for v in range(vocab):
+        total += abs(diff[v])
+    return total // 2
+
+
 @numba.njit(cache=True, nogil=True)
 def consensus(ids: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """Return, per position of a pattern with instances at `starts`, the id most instances hold there.
@@ -169,49 +243,52 @@ def consensus(ids: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def position_stats(
-    ids: np.ndarray, dur: np.ndarray, starts: np.ndarray, template: np.ndarray
+    ids: np.ndarray, dur: np.ndarray, positions: np.ndarray, template: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per position of `template`: (count, sum, min, max, sum of squared deviations) of the durations
-    of the instances (at `starts`) whose event there has the template's id. Two passes (mean, then
-    deviations) in a fixed order, so the results are exact to the last bit on every run."""
+    of the instances (rows of `positions`: each instance's sequence position at each template
+    position) whose event there has the template's id. Two passes (mean, then deviations) in a fixed
+    order, so the results are exact to the last bit on every run."""
     L = template.shape[0]
     count = np.zeros(L, np.int64)
     total = np.zeros(L, np.float64)
     lo = np.full(L, np.inf)
     hi = np.full(L, -np.inf)
-    for s in starts:
+    for row in positions:
         for j in range(L):
-            if ids[s + j] == template[j]:
-                d = float(dur[s + j])
+            if ids[row[j]] == template[j]:
+                d = float(dur[row[j]])
                 count[j] += 1
                 total[j] += d
                 lo[j] = min(lo[j], d)
                 hi[j] = max(hi[j], d)
     m2 = np.zeros(L, np.float64)
-    for s in starts:
+    for row in positions:
         for j in range(L):
-            if ids[s + j] == template[j]:
-                dev = float(dur[s + j]) - total[j] / count[j]
+            if ids[row[j]] == template[j]:
+                dev = float(dur[row[j]]) - total[j] / count[j]
                 m2[j] += dev * dev
     return count, total, lo, hi, m2
 
 
 @numba.njit(cache=True, nogil=True)
 def instance_times(
-    ts: np.ndarray, end: np.ndarray, dur: np.ndarray, starts: np.ndarray, length: int
+    ts: np.ndarray, end: np.ndarray, dur: np.ndarray, positions: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per instance: (first start, last end, busy time = summed durations) in ns."""
-    k = starts.shape[0]
+    """Per instance (row of `positions`): (first start, last end, busy time = summed durations) in ns."""
+    k = positions.shape[0]
     first = np.empty(k, np.int64)
     last = np.empty(k, np.int64)
     busy = np.zeros(k, np.int64)
     for m in range(k):
-        s = starts[m]
-        first[m] = ts[s]
-        e = end[s]
-        for j in range(s, s + length):
+        row = positions[m]
+        f = ts[row[0]]
+        e = end[row[0]]
+        for j in row:
+            f = min(f, ts[j])
             e = max(e, end[j])
             busy[m] += dur[j]
+        first[m] = f
         last[m] = e
     return first, last, busy
 

@@ -19,6 +19,9 @@ from gpuan.trace.table import Trace
 
 #: values of the ``ops`` choice for CPU operators
 OP_LEVELS = ("top", "leaf", "all")
+#: how a device's GPU streams make sequences: one per stream, one per stream group (compute apart from
+#: communication), or one for all of them
+SPLITS = ("stream", "group", "merged")
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,10 @@ class Sequence:
     """The events of one stream group (or CPU thread) in time order.
 
     ``ids[i]`` indexes ``vocab`` (sorted names); ``ts``/``dur`` are ns from the trace's start.
-    ``group`` is ``compute``, ``comm`` or ``all`` for GPU work and ``thread`` for CPU operators.
+    ``group`` is ``compute``, ``comm``, ``stream`` or ``all`` for GPU work and ``thread`` for CPU
+    operators. ``stream[i]`` is the stream (or thread) of event ``i``; ``early[i]`` is true for an event
+    launched before the trace window opened (a kernel whose launch call, by its correlation id, precedes
+    every launch call the trace holds), or is None where the trace cannot tell.
     """
 
     kind: str
@@ -38,6 +44,20 @@ class Sequence:
     ids: np.ndarray
     ts: np.ndarray
     dur: np.ndarray
+    stream: np.ndarray | None = None
+    early: np.ndarray | None = None
+
+    @property
+    def multi_stream(self) -> bool:
+        """Whether the events run on more than one stream (their order in time is then not the program's)."""
+        return len(self.streams) > 1
+
+    @property
+    def event_streams(self) -> np.ndarray:
+        """The stream of each event (all ``streams[0]`` for a sequence built without them)."""
+        if self.stream is not None:
+            return self.stream
+        return np.full(len(self), self.streams[0] if self.streams else 0, np.int64)
 
     @property
     def label(self) -> str:
@@ -48,8 +68,11 @@ class Sequence:
         else:
             if self.device is not None:
                 parts.append(f"device {self.device}")
-            parts.append(f"{self.group} (stream{'s' if len(self.streams) > 1 else ''} "
-                         f"{', '.join(map(str, self.streams))})")  # fmt: skip
+            if self.group == "stream":
+                parts.append(f"stream {self.streams[0]}")
+            else:
+                parts.append(f"{self.group} (stream{'s' if len(self.streams) > 1 else ''} "
+                             f"{', '.join(map(str, self.streams))})")  # fmt: skip
         return " ".join(parts)
 
     def __len__(self) -> int:
@@ -146,7 +169,7 @@ def is_comm_name(vocab: np.ndarray) -> np.ndarray:
 
 
 #: the columns that sequences are made of
-_COLUMNS = ("ts", "dur", "name", "rank", "device", "stream", "pid", "tid", "collective")
+_COLUMNS = ("ts", "dur", "name", "rank", "device", "stream", "pid", "tid", "collective", "correlation")
 
 
 def _rows_of_kind(trace: Trace, kind: str) -> pa.Table:
@@ -172,15 +195,37 @@ def _strictly_increasing(ts: np.ndarray) -> bool:
     return True
 
 
-def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False, ops: str = "top") -> list[Sequence]:
+def _launched_early(trace: Trace, rank: np.ndarray, correlation: pa.ChunkedArray) -> np.ndarray | None:
+    """Per GPU event (of ranks `rank`), whether it was launched before the trace window opened: its
+    correlation id is below every launch call's (runtime and driver events) of its rank. Correlation ids
+    count a process's launches in order. None where the trace holds no launch calls."""
+    calls = pa.concat_tables([_rows_of_kind(trace, "runtime"), _rows_of_kind(trace, "driver")])
+    calls = calls.filter(calls["correlation"].is_valid())
+    if calls.num_rows == 0:
+        return None
+    # ranks are small numbers from -1 (none) up: one slot each
+    call_rank = _filled(calls["rank"], -1) + 1
+    top = int(max(call_rank.max(), rank.max() + 1)) + 1
+    first = np.full(top, np.iinfo(np.int64).min)
+    first[: call_rank.max() + 1] = np.iinfo(np.int64).max
+    np.minimum.at(first, call_rank, calls["correlation"].to_numpy())
+    first[first == np.iinfo(np.int64).max] = np.iinfo(np.int64).min  # a rank without calls: nothing is early
+    # an event without a correlation id cannot be placed
+    return _filled(correlation, np.iinfo(np.int64).max) < first[rank + 1]
+
+
+def sequences(trace: Trace, kind: str = "kernel", *, split: str = "group", ops: str = "top") -> list[Sequence]:
     """Return the time-ordered sequences of `kind` events in which to look for cycles.
 
-    GPU kinds: one sequence per rank and device, split into the streams that mostly run compute and the
-    streams that mostly run collectives (``merge_streams`` keeps one per device). CPU kinds: one per
-    rank, process and thread, keeping the top-level operators, the leaves, or all (`ops`).
+    GPU kinds: one sequence per rank and device, split by `split`: ``group`` (the streams that mostly
+    run compute apart from those that mostly run collectives), ``stream`` (one per stream) or ``merged``
+    (all of a device's streams in one). CPU kinds: one per rank, process and thread, keeping the
+    top-level operators, the leaves, or all (`ops`).
     """
     if ops not in OP_LEVELS:
         raise ValueError(f"ops must be one of {OP_LEVELS}, not {ops!r}")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     table = _rows_of_kind(trace, kind)
     if table["ts"].null_count:
         # an event without a start has no place in time order (as time 0 it would break the first cycle)
@@ -198,13 +243,15 @@ def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False
         codes, keys = _group_codes(rank, device, stream)
         share = np.bincount(codes, weights=comm_row, minlength=len(keys)) / np.bincount(codes, minlength=len(keys))
         group_of = {}
-        for code, (r, d, _s) in enumerate(keys):
-            g = "all" if merge_streams else ("comm" if share[code] > 0.5 else "compute")
-            group_of[code] = (r, d, g)
+        for code, (r, d, st) in enumerate(keys):
+            kind_of_stream = "comm" if share[code] > 0.5 else "compute"
+            group_of[code] = {"group": (r, d, kind_of_stream), "stream": (r, d, st), "merged": (r, d, "all")}[split]
+        early = _launched_early(trace, rank, table["correlation"])
     else:
         stream = _filled(table["tid"], -1)
         codes, keys = _group_codes(rank, _filled(table["pid"], -1), stream)
         group_of = {code: (r, p, t) for code, (r, p, t) in enumerate(keys)}
+        early = None
     final = sorted(set(group_of.values()))
     if len(final) == 1:
         # one group (the common case): no regrouping copy of ten million rows
@@ -218,18 +265,22 @@ def sequences(trace: Trace, kind: str = "kernel", *, merge_streams: bool = False
         groups = [order[bounds[g] : bounds[g + 1]] for g in range(len(final))]
     out = []
     for key, rows in zip(final, groups):
-        g_ts, g_dur, g_ids = ts[rows], dur[rows], ids[rows]
+        g_ts, g_dur, g_ids, g_stream = ts[rows], dur[rows], ids[rows], stream[rows]
+        g_early = None if early is None else early[rows]
         if not _strictly_increasing(g_ts):
-            sub = _time_order(g_ts, g_dur, g_ids, stream[rows])
-            g_ts, g_dur, g_ids = g_ts[sub], g_dur[sub], g_ids[sub]
+            sub = _time_order(g_ts, g_dur, g_ids, g_stream)
+            g_ts, g_dur, g_ids, g_stream = g_ts[sub], g_dur[sub], g_ids[sub], g_stream[sub]
+            g_early = None if g_early is None else g_early[sub]
         if not gpu:
             keep = _op_level(g_ts, g_ts + g_dur, ops)
-            g_ts, g_dur, g_ids = g_ts[keep], g_dur[keep], g_ids[keep]
+            g_ts, g_dur, g_ids, g_stream = g_ts[keep], g_dur[keep], g_ids[keep], g_stream[keep]
         streams = tuple(sorted(k[2] for c, k in enumerate(keys) if group_of[c] == key))
         r = None if key[0] < 0 else int(key[0])
         if gpu:
             dev = None if key[1] < 0 else int(key[1])
-            out.append(Sequence(kind, r, dev, key[2], streams, vocab, g_ids, g_ts, g_dur))
+            group = "stream" if split == "stream" else key[2]
+            g_early = g_early if g_early is not None and g_early.any() else None
+            out.append(Sequence(kind, r, dev, group, streams, vocab, g_ids, g_ts, g_dur, g_stream, g_early))
         else:
-            out.append(Sequence(kind, r, None, "thread", streams, vocab, g_ids, g_ts, g_dur))
+            out.append(Sequence(kind, r, None, "thread", streams, vocab, g_ids, g_ts, g_dur, g_stream))
     return out

@@ -1,8 +1,8 @@
 """Which replay process reads which rank: the run directory's per-rank sources, dealt to the processes.
 
 A source is one rank's events: a trace file of a per-rank directory, or one rank of an OTF2 archive.
-Listing them reads names (and, for OTF2, the definitions) only, so every process can list them all and
-then read just its own.
+Listing them reads names and metadata only (each file's own rank, OTF2 definitions), never events, so
+every process can list them all and then read just its own.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuan.errors import TraceError
-from gpuan.trace.load import load, rank_files, rank_from_name
+from gpuan.replay.procs import Procs
+from gpuan.trace.load import load
 from gpuan.trace.otf2 import anchor_of, otf2_ranks, read_otf2
+from gpuan.trace.ranks import OwnRanks, own_rank, own_ranks, ranked_files
 from gpuan.trace.table import Trace
 
 DEALS = ("round-robin", "size")
@@ -36,10 +38,11 @@ class Source:
         return load(self.path, rank=self.rank)
 
 
-def sources(run: str | os.PathLike) -> list[Source]:
+def sources(run: str | os.PathLike, find_own: OwnRanks = own_ranks) -> list[Source]:
     """Return the per-rank sources of a run directory (or OTF2 archive), ordered by rank.
 
-    A file's rank is the one in its name (``rank3.json.gz``, ``trace_r12.json``), else its position."""
+    A file's rank follows the rule of every command (:func:`gpuan.trace.ranks.ranked_files`); `find_own`
+    finds the files' own ranks (the replay shares that work among its processes)."""
     run = Path(run)
     anchor = anchor_of(run)
     if anchor is not None:
@@ -50,16 +53,20 @@ def sources(run: str | os.PathLike) -> list[Source]:
         return [Source(r, anchor, sizes.get(r, 0), otf2=True) for r in ranks]
     if not run.is_dir():
         raise TraceError(run, "not a run directory (expected a directory of per-rank traces or an OTF2 archive)")
-    files = rank_files(run)
-    named = [rank_from_name(p) for p in files]
-    if all(r is not None for r in named):
-        ranks = named
-    else:
-        ranks = list(range(len(files)))
-    if len(set(ranks)) != len(ranks):
-        raise TraceError(run, f"two files claim the same rank ({sorted(ranks)})")
-    found = sorted(zip(ranks, files))
-    return [Source(r, p, p.stat().st_size) for r, p in found]
+    return [Source(f.rank, f.path, f.path.stat().st_size) for f in ranked_files(run, find_own)]
+
+
+def shared_own_ranks(procs: Procs) -> OwnRanks:
+    """Return a finder of files' own ranks that shares the work among the replay processes: process p
+    looks at files p, p + P, ... of the listing, and every process gets every answer."""
+
+    def find(files: list[Path]) -> list[int | None]:
+        found: dict[int, int | None] = {}
+        for part in procs.allgather_small({i: own_rank(files[i]) for i in range(procs.rank, len(files), procs.size)}):
+            found.update(part)
+        return [found[i] for i in range(len(files))]
+
+    return find
 
 
 def _otf2_sizes(anchor: Path) -> dict[int, int]:

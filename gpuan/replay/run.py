@@ -18,7 +18,7 @@ from gpuan.errors import TraceError
 from gpuan.replay import breakdown as bd
 from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
-from gpuan.replay.deal import Source, deal, sources
+from gpuan.replay.deal import Source, deal, shared_own_ranks, sources
 from gpuan.replay.p2p import late_states
 from gpuan.replay.procs import Procs
 from gpuan.replay.procs import procs as default_procs
@@ -65,7 +65,7 @@ def replay(
     # waiting in the exchanges that follow
     srcs, owner, traces, problem, at = [], np.zeros(0, np.int64), {}, None, -1
     try:
-        srcs = sources(run)
+        srcs = sources(run, shared_own_ranks(procs))
         owner = _owners(srcs, procs.size, deal_by)
         for s in srcs:
             if owner[s.rank] == procs.rank:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,9 +14,6 @@ from gpuan.errors import TraceError
 from gpuan.trace import parquet
 from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
-
-_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet", ".otf2")
-_RANK_IN_NAME = re.compile(r"(?:rank|_r|-r)[_-]?(\d+)", re.IGNORECASE)
 
 Progress = Callable[[int, int], None]
 
@@ -99,25 +95,6 @@ def with_rank(trace: Trace, rank: int) -> Trace:
     return Trace(set_rank(trace.events), new_flows, meta)
 
 
-def rank_files(directory: Path) -> list[Path]:
-    """Return the trace files of a per-rank directory, sorted by name (caches excluded). A directory
-    without any, or with files of more than one format, raises TraceError naming it; a file whose first
-    bytes are no trace raises it naming the file."""
-    files = [
-        p
-        for p in sorted(directory.iterdir())
-        if p.is_file() and p.name.endswith(_TRACE_SUFFIXES) and not p.name.endswith(".gpuan.parquet")
-    ]
-    if not files:
-        names = ", ".join("*" + s for s in _TRACE_SUFFIXES)
-        raise TraceError(directory, f"directory holds no trace files ({names})")
-    formats = {file_format(p) for p in files}
-    if len(formats) > 1:
-        # each format keeps its own clock: their times cannot share one axis
-        raise TraceError(directory, f"directory mixes trace formats ({', '.join(sorted(formats))})")
-    return files
-
-
 def file_format(path: Path) -> str:
     """Return the format a trace file's reader will report (its ``format`` metadata) from its first bytes
     only: "otf2" for an OTF2 anchor, a gpuan Parquet file's source format, else what :func:`sniff` finds.
@@ -130,24 +107,14 @@ def file_format(path: Path) -> str:
     return parquet.stored_format(path) if fmt == "parquet" else fmt
 
 
-def rank_from_name(path: Path) -> int | None:
-    """Return the rank written in a file name ("rank3.json.gz", "trace_r12.json"), or None."""
-    m = _RANK_IN_NAME.search(path.name)
-    return int(m.group(1)) if m else None
-
-
 def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | None) -> Trace:
-    """Load every rank's file and return one trace on a common time base, with a ``rank`` column."""
-    files = rank_files(directory)
-    traces = [load(p, use_cache=use_cache, progress=progress) for p in files]
-    ranks = []
-    for i, (p, t) in enumerate(zip(files, traces)):
-        r = t.metadata.get("rank")
-        r = r if r is not None else rank_from_name(p)
-        ranks.append(r if r is not None else i)
-    if len(set(ranks)) != len(ranks):
-        raise TraceError(directory, f"two files claim the same rank ({sorted(ranks)})")
-    return merge_ranks(traces, ranks, source=str(directory))
+    """Load every rank's file and return one trace on a common time base, with a ``rank`` column (each
+    file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows)."""
+    from gpuan.trace.ranks import ranked_files
+
+    ranked = ranked_files(directory)
+    traces = [load(f.path, rank=f.rank, use_cache=use_cache, progress=progress) for f in ranked]
+    return merge_ranks(traces, [f.rank for f in ranked], source=str(directory))
 
 
 def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:

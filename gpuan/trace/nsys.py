@@ -98,6 +98,29 @@ def read_nsys(path: str) -> Trace:
         conn.close()
 
 
+def nsys_rank(path: str | os.PathLike) -> int | None:
+    """Return the MPI rank an Nsight Systems export holds (its MPI_RANKS table, written when MPI was
+    traced, names one rank), or None; a file that cannot be read answers None (reading it says why)."""
+    try:
+        conn = _connect(str(path))
+    except TraceError:
+        return None
+    try:
+        return _mpi_rank(conn, _tables(conn, str(path)))
+    except (TraceError, sqlite3.DatabaseError):
+        return None
+    finally:
+        conn.close()
+
+
+def _mpi_rank(conn: sqlite3.Connection, tables: set[str]) -> int | None:
+    """Return the one rank of the MPI_RANKS table, or None (no such table, or not one rank)."""
+    if "MPI_RANKS" not in tables or "rank" not in _columns(conn, "MPI_RANKS"):
+        return None
+    ranks = [r for (r,) in conn.execute("SELECT DISTINCT rank FROM MPI_RANKS") if isinstance(r, int)]
+    return ranks[0] if len(ranks) == 1 else None
+
+
 def _connect(path: str) -> sqlite3.Connection:
     """Return a read-only connection to the file (never creating or changing it)."""
     with open_file(path):  # missing file, directory, no permission: the readers' one wording
@@ -134,6 +157,9 @@ def _read(conn: sqlite3.Connection, path: str, tables: set[str]) -> Trace:
     parts = [p for p in parts if p.length]
     table, base = _assemble(parts)
     meta = _metadata(conn, path, tables, base, table)
+    if meta["rank"] is not None:
+        i = table.schema.get_field_index("rank")
+        table = table.set_column(i, "rank", pa.array(np.full(table.num_rows, meta["rank"], np.int32)))
     return Trace(table, metadata=meta)
 
 
@@ -510,7 +536,7 @@ def _metadata(conn: sqlite3.Connection, path: str, tables: set[str], base: int, 
         "base_time_ns": base,
         "device_properties": _device_properties(conn, tables),
         "distributed_info": {},
-        "rank": None,
+        "rank": _mpi_rank(conn, tables),
         "processes": _process_names(conn, tables, events),
         "threads": _thread_names(conn, tables),
         "file": _export_info(conn, tables),

@@ -115,11 +115,23 @@ def _kind_slices(table: pa.Table) -> list[pa.Table]:
 def stored_format(path: str | os.PathLike) -> str:
     """Return the format of the trace a gpuan Parquet file was written from (its metadata's ``format``),
     reading only the file's footer; "parquet" when the footer does not say (:func:`read` tells why)."""
+    return str(_stored_metadata(path).get("format") or "parquet")
+
+
+def stored_rank(path: str | os.PathLike) -> int | None:
+    """Return the rank of the trace a gpuan Parquet file holds (its metadata's ``rank``), reading only the
+    file's footer; None when it holds no single rank or the footer does not say."""
+    rank = _stored_metadata(path).get("rank")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
+def _stored_metadata(path: str | os.PathLike) -> dict:
+    """Return the gpuan metadata in a Parquet file's footer ({} where there is none to read)."""
     try:
         meta = json.loads((pq.read_schema(path).metadata or {})[META_KEY])
     except (OSError, KeyError, ValueError, pa.ArrowException):
-        return "parquet"
-    return str(meta.get("format") or "parquet")
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def read(path: str | os.PathLike) -> Trace:

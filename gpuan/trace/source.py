@@ -13,13 +13,14 @@ from gpuan.errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
-try:  # python-isal decompresses several times faster than zlib, in its own thread
+try:  # python-isal decompresses several times faster than zlib (in its own thread, where asked)
+    from isal import igzip as _igzip
     from isal import igzip_threaded as _igzip_threaded
     from isal.isal_zlib import error as _isal_error
 
     _GZIP_ERRORS: tuple[type[Exception], ...] = (_isal_error,)
 except ImportError:  # pragma: no cover - isal is a dependency, this is for stripped installs
-    _igzip_threaded = None
+    _igzip = _igzip_threaded = None
     _GZIP_ERRORS = ()
 
 
@@ -94,18 +95,22 @@ def open_file(path: str | os.PathLike) -> io.BufferedReader:
 
 
 @contextmanager
-def open_bytes(path: str | os.PathLike) -> Iterator[ByteSource]:
-    """Open path for streaming reads, decompressing gzip. Raises TraceError if it cannot be opened."""
+def open_bytes(path: str | os.PathLike, *, ahead: bool = True) -> Iterator[ByteSource]:
+    """Open path for streaming reads, decompressing gzip: with `ahead`, 4 MiB blocks in a thread of its
+    own (for reading a whole file); without, only what is read (for a look at the start, where starting
+    that thread and its first block cost milliseconds). Raises TraceError if it cannot be opened."""
     path = str(path)
     raw = open_file(path)
     try:
         magic = raw.read(2)
         raw.seek(0)
         if magic == GZIP_MAGIC:
-            if _igzip_threaded is not None:
-                stream = _igzip_threaded.open(raw, "rb", threads=1, block_size=4 << 20)
-            else:  # pragma: no cover
+            if _igzip_threaded is None:  # pragma: no cover
                 stream = gzip.GzipFile(fileobj=raw, mode="rb")
+            elif ahead:
+                stream = _igzip_threaded.open(raw, "rb", threads=1, block_size=4 << 20)
+            else:
+                stream = _igzip.open(raw, "rb")
         else:
             stream = raw
         try:

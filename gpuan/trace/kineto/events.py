@@ -75,7 +75,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
 
     base = _base_time(ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
-    rank = rank if rank is not None else _as_int(meta["distributed_info"].get("rank"))
+    rank = rank if rank is not None else distributed_rank(raw.metadata)
     meta["rank"] = rank
 
     name = _permute(c.pop("name"), order)
@@ -116,6 +116,12 @@ def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:
     buffers, which stay alive anyway: a fresh array would only add to the peak)."""
     a[: order.size] = a[order]
     return a[: order.size]
+
+
+def distributed_rank(file_meta: dict) -> int | None:
+    """Return the rank a Kineto file's top-level keys give it (``distributedInfo.rank``), or None."""
+    dist = file_meta.get("distributedInfo")
+    return _as_int(dist.get("rank")) if isinstance(dist, dict) else None
 
 
 def _as_int(value) -> int | None:

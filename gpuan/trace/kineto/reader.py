@@ -20,7 +20,7 @@ import numpy as np
 from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import mapped_empty
-from gpuan.trace.source import open_bytes
+from gpuan.trace.source import ByteSource, open_bytes
 
 BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
@@ -249,25 +249,12 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
     chunk_cap = BLOCK_BYTES // threads // BYTES_PER_ROW + 64
     tables = StringTables(threads)
     scratch = _Scratch(threads, chunk_cap)
-    buf = np.empty(BLOCK_BYTES + SLACK, np.uint8)
 
     with open_bytes(path) as src, ThreadPoolExecutor(threads, thread_name_prefix="gpuan-scan") as workers:
         out = Collected(threads, src.expected_size() // MIN_EVENT_BYTES + 1024)
-        have, eof = _fill(src, buf, 0)
-        if have == 0:
-            raise TraceError(path, "empty file")
-        # the head: find the events array (grow the buffer if the metadata before it is large)
-        while True:
-            kind, pos = sc.find_events_array(buf, have)
-            if kind == -1:
-                raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
-            if kind > 0:
-                break
-            if eof:
-                raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
-            buf = _grow_buffer(buf)
-            have, eof = _fill(src, buf, have)
-        head = buf[: pos - 1].tobytes() if kind == 1 else b""
+        head = read_head(src, path, BLOCK_BYTES)
+        buf, have, eof, pos, text = head.buf, head.have, head.eof, head.pos, head.text
+        del head
 
         while True:
             n = have
@@ -288,16 +275,46 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
                 raise TraceError(path, "trace ends in the middle of the events (truncated file)")
             keep = n - pos
             if keep * 2 > buf.size - SLACK:
-                buf = _grow_buffer(buf)
+                buf = grow_buffer(buf)
             buf[:keep] = buf[pos:n]
             src.advance(pos)
             pos = 0
-            have, eof = _fill(src, buf, keep)
+            have, eof = fill(src, buf, keep)
         tail = buf[pos:have].tobytes() + (b"" if eof else src.read_rest())
 
     del scratch, buf  # the scratch is as large as a block's rows: free it before assembling
-    metadata = _parse_metadata(path, head, tail) if kind == 1 else {}
+    metadata = parse_metadata(path, text, tail) if text is not None else {}
     return _assemble(out, metadata)
+
+
+@dataclass
+class Head:
+    """The start of a trace in a read buffer: ``buf[:have]`` holds the file's first bytes (``eof``: all
+    of them), the events start at ``pos`` (just after the array's '['), and ``text`` is what precedes the
+    ``traceEvents`` value (None for a file that is a bare array of events, which has no metadata)."""
+
+    buf: np.ndarray
+    have: int
+    eof: bool
+    pos: int
+    text: bytes | None
+
+
+def read_head(src: ByteSource, path: str, block: int) -> Head:
+    """Read a trace's first `block` bytes (more while the metadata before the events array is larger) and
+    return where its events start. Raises TraceError for an empty file or one without a traceEvents array."""
+    buf = np.empty(block + SLACK, np.uint8)
+    have, eof = fill(src, buf, 0)
+    if have == 0:
+        raise TraceError(path, "empty file")
+    while True:
+        kind, pos = sc.find_events_array(buf, have)
+        if kind == -1 or (kind == 0 and eof):
+            raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
+        if kind > 0:
+            return Head(buf, have, eof, pos, buf[: pos - 1].tobytes() if kind == 1 else None)
+        buf = grow_buffer(buf)
+        have, eof = fill(src, buf, have)
 
 
 def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
@@ -333,7 +350,7 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
     return sc.NEED_MORE, resume
 
 
-def _fill(src, buf: np.ndarray, have: int) -> tuple[int, bool]:
+def fill(src: ByteSource, buf: np.ndarray, have: int) -> tuple[int, bool]:
     """Read into buf[have:] until it is full or the source ends; returns (bytes held, at end)."""
     mv = memoryview(buf)[: buf.size - SLACK]
     while have < mv.nbytes:
@@ -344,14 +361,14 @@ def _fill(src, buf: np.ndarray, have: int) -> tuple[int, bool]:
     return have, False
 
 
-def _grow_buffer(buf: np.ndarray) -> np.ndarray:
+def grow_buffer(buf: np.ndarray) -> np.ndarray:
     """Return a read buffer with twice the data capacity, holding buf's bytes at its start."""
     bigger = np.empty((buf.size - SLACK) * 2 + SLACK, np.uint8)
     bigger[: buf.size] = buf
     return bigger
 
 
-def _parse_metadata(path: str, head: bytes, tail: bytes) -> dict:
+def parse_metadata(path: str, head: bytes, tail: bytes) -> dict:
     """Parse everything in the file but the events array (the head before it, the tail after it)."""
     try:
         meta = json.loads(head + b"null" + tail)

@@ -794,6 +794,40 @@ def find_events_array(buf, n):
     return 0, 0
 
 
+@njit(cache=True, nogil=True)
+def array_end(buf, pos, n, state):
+    """Skip JSON text in buf[pos:n] until the array open at the start of the first call closes, without
+    reading any value. `state` carries (nesting depth, inside a string, the next byte is escaped) from call
+    to call; start it at (1, 0, 0) just after the '['. Returns the position after the closing ']', or -1
+    when buf[pos:n] ends first (call again with the next bytes from position 0)."""
+    depth, in_string = state[0], state[1]
+    pos += state[2]  # a backslash ended the previous bytes: the byte it escapes is skipped
+    while pos < n:
+        c = buf[pos]
+        if in_string:
+            while pos < n and buf[pos] != 34 and buf[pos] != 92:
+                pos += 1
+            if pos >= n:
+                break
+            if buf[pos] == 92:
+                pos += 2
+            else:
+                in_string = 0
+                pos += 1
+            continue
+        if c == 34:
+            in_string = 1
+        elif c == 91 or c == 123:
+            depth += 1
+        elif c == 93 or c == 125:
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        pos += 1
+    state[0], state[1], state[2] = depth, in_string, pos - n
+    return -1
+
+
 @njit(cache=True, inline="always")
 def _global_id(gmap, v):
     """gmap's last entry is -1: the global id of a null (NULL32) local id."""

@@ -1,0 +1,128 @@
+"""Which rank each trace of a per-rank directory holds: one rule, for every command that reads one.
+
+A file's rank is the one its own metadata gives (Kineto ``distributedInfo.rank``, the rank a gpuan
+Parquet file recorded, the one MPI rank of an Nsight Systems export or OTF2 archive), else the number in
+its name (``rank3``, ``_r12``, ``-r5``), else its place in the listing. The listing is in natural order
+(numbers in names compared as numbers: ``worker9`` before ``worker10``). Two files with one rank are an
+error naming both. Finding a file's own rank reads no events (see :mod:`gpuan.trace.kineto.peek`), so a
+replay can deal the ranks to its processes before any of them reads one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuan.errors import TraceError
+from gpuan.trace.load import file_format, sniff
+from gpuan.trace.nsys import nsys_rank
+from gpuan.trace.otf2 import anchor_of, otf2_ranks
+from gpuan.trace.parquet import stored_rank
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet", ".otf2")
+_RANK_IN_NAME = re.compile(r"(?:rank|_r|-r)[_-]?(\d+)", re.IGNORECASE)
+_DIGITS = re.compile(r"(\d+)")
+
+#: finds the own rank (or None) of each file of a listing
+OwnRanks = Callable[[list[Path]], list["int | None"]]
+
+
+@dataclass(frozen=True)
+class RankedFile:
+    """A trace file of a per-rank directory and the rank it holds; ``how`` the rank was found: "its
+    metadata", "its name" or "its place in the listing"."""
+
+    rank: int
+    path: Path
+    how: str
+
+
+def natural_key(name: str) -> tuple:
+    """Return the sort key of a file name that compares the numbers in it as numbers ("w9" < "w10");
+    names equal that way ("r01", "r1") fall back to plain order."""
+    parts = _DIGITS.split(name)
+    # split keeps text at even and digits at odd positions: the key compares like with like
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+
+
+def trace_files(directory: Path) -> list[Path]:
+    """Return the trace files of a per-rank directory in natural order (caches excluded). A directory
+    without any, or with files of more than one format, raises TraceError naming it; a file whose first
+    bytes are no trace raises it naming the file."""
+    files = sorted(
+        (
+            p
+            for p in directory.iterdir()
+            if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not p.name.endswith(".gpuan.parquet")
+        ),
+        key=lambda p: natural_key(p.name),
+    )
+    if not files:
+        names = ", ".join("*" + s for s in TRACE_SUFFIXES)
+        raise TraceError(directory, f"directory holds no trace files ({names})")
+    formats = {file_format(p) for p in files}
+    if len(formats) > 1:
+        # each format keeps its own clock: their times cannot share one axis
+        raise TraceError(directory, f"directory mixes trace formats ({', '.join(sorted(formats))})")
+    return files
+
+
+def rank_in_name(path: Path) -> int | None:
+    """Return the rank written in a file name ("rank3.json.gz", "trace_r12.json"), or None."""
+    m = _RANK_IN_NAME.search(path.name)
+    return int(m.group(1)) if m else None
+
+
+def own_rank(path: Path) -> int | None:
+    """Return the rank a trace file's own metadata gives it, or None, reading no events: a Kineto file's
+    ``distributedInfo.rank``, a gpuan Parquet file's recorded rank, the MPI rank of an Nsight Systems
+    export or of an OTF2 archive that holds one rank. A file whose metadata cannot be read answers None
+    (reading the file then says what is wrong with it)."""
+    if anchor_of(path) is not None:
+        try:
+            ranks = otf2_ranks(path)
+        except TraceError:
+            return None
+        return ranks[0] if len(ranks) == 1 else None
+    fmt = sniff(path)
+    if fmt == "parquet":
+        return stored_rank(path)
+    if fmt == "kineto":
+        from gpuan.trace.kineto.peek import file_rank  # loads the compiled scanner: only when needed
+
+        return file_rank(path)
+    if fmt == "nsys":
+        return nsys_rank(path)
+    return None
+
+
+def own_ranks(files: list[Path]) -> list[int | None]:
+    """Return :func:`own_rank` of each file."""
+    return [own_rank(p) for p in files]
+
+
+def ranked_files(directory: Path, find_own: OwnRanks = own_ranks) -> list[RankedFile]:
+    """Return the trace files of a per-rank directory with their ranks, ordered by rank (see the module's
+    rule). `find_own` finds the files' own ranks (a replay shares that work among its processes). Raises
+    TraceError naming the directory when the listing is bad (:func:`trace_files`) or two files hold one
+    rank."""
+    files = trace_files(directory)
+    own = find_own(files)
+    ranked = []
+    for i, (p, r) in enumerate(zip(files, own)):
+        named = rank_in_name(p)
+        if r is not None:
+            ranked.append(RankedFile(r, p, "its metadata"))
+        elif named is not None:
+            ranked.append(RankedFile(named, p, "its name"))
+        else:
+            ranked.append(RankedFile(i, p, "its place in the listing"))
+    ranked.sort(key=lambda f: f.rank)
+    for a, b in zip(ranked, ranked[1:]):
+        if a.rank == b.rank:
+            raise TraceError(
+                directory, f"two files hold rank {a.rank}: {a.path.name} ({a.how}) and {b.path.name} ({b.how})"
+            )
+    return ranked

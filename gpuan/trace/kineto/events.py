@@ -41,6 +41,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     _check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source)
     ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid)
     cat, norm_strings, kind = _categories(raw_cat, strings)
+    _steps_as_ranges(kind, c["name"], strings)
     release(ph)
     release(raw_cat)
 
@@ -141,6 +142,17 @@ def _rebase(ts: np.ndarray, base: int) -> np.ndarray:
     ts -= base
     ts[missing] = N64
     return ts
+
+
+def _steps_as_ranges(kind: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> None:
+    """Make the profiler's step ranges (``ProfilerStep#N``) annotations, in place, whatever their category:
+    PyTorch 1.x wrote them as operators (category ``Operator``), later versions as ``user_annotation``.
+    As operators they would be the top-level op of everything inside them."""
+    steps = [i for i, s in enumerate(strings) if s.startswith("ProfilerStep#")]
+    if not steps:
+        return
+    ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
+    kind[ops[np.isin(name_ids[ops], steps)]] = KIND_CODE["annotation"]
 
 
 def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:

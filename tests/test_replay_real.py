@@ -1,5 +1,6 @@
-"""The replay on real runs: the 4-rank Gloo DDP job with a held-back rank, and a real 2-rank MPI
-ping-pong (OTF2). Expected values are computed here from the raw files, independently of gpuan's readers."""
+"""The replay on real runs: the 4-rank Gloo DDP job with a held-back rank, a rank of a 300-rank Gloo job,
+and a real 2-rank MPI ping-pong (OTF2). Expected values are computed here from the raw files,
+independently of gpuan's readers."""
 
 from __future__ import annotations
 
@@ -90,8 +91,8 @@ def test_gloo_breakdown_adds_up(gloo):
 
 
 def _raw_ping_pong(path):
-    """Every MPI_Send/MPI_Recv of the archive as (rank, enter, leave, peer, tag, bytes), in ns, read with
-    the otf2 package directly."""
+    """Every region of the archive by name, as (rank, enter, leave, peer, tag, bytes), in ns (peer, tag and
+    bytes for MPI_Send and MPI_Recv), read with the otf2 package directly."""
     otf2 = pytest.importorskip("otf2")
     calls = defaultdict(list)
     with otf2.reader.open(str(path / "traces.otf2")) as r:
@@ -108,8 +109,7 @@ def _raw_ping_pong(path):
                 open_[rank][3:] = [e.sender, e.msg_tag, e.msg_length]
             elif isinstance(e, otf2.events.Leave) and rank in open_:
                 name, enter, _, peer, tag, size = open_.pop(rank)
-                if name in ("MPI_Send", "MPI_Recv"):
-                    calls[name].append((rank, enter, t, peer, tag, size))
+                calls[name].append((rank, enter, t, peer, tag, size))
     return calls
 
 
@@ -143,3 +143,53 @@ def test_ping_pong_late_sender_and_receiver(data_dir):
     m = got["comm_matrix"]
     assert set(zip(m["src"], m["dst"])) == {(0, 1), (1, 0)}
     assert m["bytes"].sum() == sum(c[5] for c in calls["MPI_Send"])
+
+
+def _union(intervals) -> int:
+    """Total length of the union of (start, end) intervals."""
+    total, reach = 0, None
+    for a, b in sorted(intervals):
+        if reach is None or a > reach:
+            total += b - a
+            reach = b
+        elif b > reach:
+            total += b - reach
+            reach = b
+    return total
+
+
+def test_ping_pong_setup_is_not_communication(data_dir):
+    calls = _raw_ping_pong(data_dir / PING_PONG)
+    b = replay(data_dir / PING_PONG).tables["breakdown"].set_index("rank")
+    # a region nests nothing else of MPI here: each is counted whole in one category
+    init = {c[0]: c[2] - c[1] for c in calls["MPI_Init"]}
+    assert init[0] > 0.9 * b.loc[0, "span"]  # MPI_Init's 193 ms is most of rank 0's span
+    for r in (0, 1):
+        setup = sum(c[2] - c[1] for name in ("MPI_Init", "MPI_Finalize", "MPI_Comm_rank", "MPI_Comm_size")
+                    for c in calls[name] if c[0] == r)  # fmt: skip
+        sends_recvs = _union([(c[1], c[2]) for name in ("MPI_Send", "MPI_Recv") for c in calls[name] if c[0] == r])
+        assert b.loc[r, "setup"] == setup
+        assert b.loc[r, "communication"] + b.loc[r, "wait"] == sends_recvs < init[r]
+        assert b.loc[r, "communication"] < 0.05 * b.loc[r, "span"]
+        assert b.loc[r, ["compute", "wait", "setup", "communication", "idle"]].sum() == b.loc[r, "span"]
+
+
+def test_gloo_ranges_are_communication(data_dir, tmp_path):
+    # one rank of a 300-rank job: 10 gloo:all_reduce ranges on two threads, 4 tiny ops on a third
+    src = data_dir / "kineto/cpu_gloo_rank34_of_300.json.gz"
+    (tmp_path / src.name).write_bytes(src.read_bytes())
+    with gzip.open(src) as f:
+        ev = json.load(f)["traceEvents"]
+    ranges = [e for e in ev if e.get("name") == "gloo:all_reduce"]
+    spans = [(round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in ranges]
+    assert len(spans) == 10 and len({e["tid"] for e in ranges}) == 2
+    r = replay(tmp_path)
+    b = r.tables["breakdown"].iloc[0]
+    assert b["rank"] == 34
+    assert b["communication"] == _union(spans)  # nothing else runs under them
+    assert b["span"] >= max(e for _, e in spans) - min(s for s, _ in spans)
+    assert b["communication"] > 0.8 * b["span"]
+    c = r.tables["collectives"]
+    assert (c["op"] == "all_reduce").all() and len(c) == 10
+    sizes = sorted(e["args"]["Input Dims"][0][0] * 4 for e in ranges)  # float
+    assert sorted(c["nbytes"]) == sizes

@@ -73,10 +73,11 @@ def test_breakdown_counts_each_ns_once():
         0,
         (np.array([0, 50]), np.array([40, 60])),  # compute
         (np.array([30]), np.array([45])),  # wait: 40..45 shows, 30..40 is under compute
-        (np.array([30]), np.array([80])),  # communication
+        (np.array([0, 85]), np.array([5, 95])),  # set-up: 0..5 is under compute
+        (np.array([30, 88]), np.array([80, 92])),  # communication: 88..92 is under set-up
         (0, 100),
     )
-    assert (b["compute"], b["wait"], b["communication"], b["idle"]) == (50, 5, 25, 20)
+    assert (b["compute"], b["wait"], b["setup"], b["communication"], b["idle"]) == (50, 5, 10, 25, 10)
 
 
 def test_deal():

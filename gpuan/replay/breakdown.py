@@ -1,13 +1,18 @@
-"""Where each rank's time went: compute, communication, wait, idle, summing to its span exactly.
+"""Where each rank's time went: compute, wait, set-up, communication, idle, summing to its span exactly.
 
-Each instant of a rank's span (its first event's start to its last event's end) counts once, as the
-first of these that covers it: compute (work that is not communication: non-NCCL kernels and copies on a
-GPU trace, else CPU ops that hold no communication call), wait (the wait states found by the replay),
-communication (the rest of the communication calls), idle. So communication hidden under compute counts
-as compute, which is what overlapping them buys.
+Each instant of a rank's span (the first start to the last end of its work, its communication calls
+and its set-up) counts once, as the first of these that covers it: compute (work that is not
+communication: non-NCCL kernels and copies on a GPU trace, else CPU ops that hold no communication
+call), wait (the wait states found by the replay), set-up (MPI_Init, MPI_Finalize and the calls that
+manage MPI's or NCCL's state rather than move data: communicators, groups, datatypes, queries), and
+communication (the rest of the communication calls), else idle. So communication hidden under compute
+counts as compute, which is what overlapping them buys.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,40 +22,71 @@ from gpuan.trace.table import Trace
 
 BREAKDOWN = np.dtype(
     [
-        ("rank", np.int32), ("span", np.int64), ("compute", np.int64), ("wait", np.int64),
+        ("rank", np.int32), ("span", np.int64), ("compute", np.int64), ("wait", np.int64), ("setup", np.int64),
         ("communication", np.int64), ("idle", np.int64),
     ]
 )  # fmt: skip
-CATEGORIES = ("compute", "wait", "communication")
+#: the categories in the order in which they claim an instant (idle takes what is left)
+CATEGORIES = ("compute", "wait", "setup", "communication")
 _SPAN_KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "comm")
 _GPU_WORK = ("kernel", "memcpy", "memset")
+_SETUP = re.compile(
+    r"^(?:MPI_(?:Init|Init_thread|Finalize|Initialized|Finalized|Query_thread|Abort|Comm_\w+|Group_\w+"
+    r"|Intercomm_\w+|Type_\w+|Op_\w+|Info_\w+|Errhandler_\w+|Keyval_\w+|Attr_\w+|Cart_\w+|Graph_\w+"
+    r"|Dist_graph_\w+|Win_(?:create|allocate|free)\w*|Get_(?:processor_name|version|library_version))"
+    r"|nccl(?:CommInit\w*|CommSplit|CommDestroy|CommAbort|CommFinalize|GetUniqueId))$"
+)
+#: events that only wrap a collective: c10d's enqueue ops and PyTorch's parameter record
+_WRAPPER = re.compile(r"^(?:.*c10d::.*|record_param_comms)$")
+
+Spans = tuple[np.ndarray, np.ndarray]
 
 
-def compute_intervals(trace: Trace, call_rows: np.ndarray) -> tuple[tuple, tuple, tuple[int, int]]:
-    """Return ((starts, ends) of compute, (starts, ends) of communication that is not a matched call,
-    such as MPI_Init; (span start, span end)) of one rank's trace, given the rows of its calls."""
+@dataclass(frozen=True)
+class RankTime:
+    """One rank's intervals, as (starts, ends) in ns that may overlap: its compute, its set-up and
+    tear-down, its communication that is no matched call, and its span (start, end)."""
+
+    compute: Spans
+    setup: Spans
+    other_comm: Spans
+    span: tuple[int, int]
+
+    def shifted(self, delta: int) -> RankTime:
+        """Return the same intervals `delta` ns later."""
+        return RankTime(
+            *((s + delta, e + delta) for s, e in (self.compute, self.setup, self.other_comm)),
+            (self.span[0] + delta, self.span[1] + delta),
+        )
+
+
+def rank_time(trace: Trace, call_rows: np.ndarray) -> RankTime:
+    """Return the compute, set-up, other communication and span of one rank's trace, given the rows of
+    its communication calls (which the span covers, whatever kind of event records them)."""
     ev = trace.events
     kinds = tuple(ev["kind"].combine_chunks().dictionary.to_pylist())
     kind = CPU.column(ev["kind"])
     ts, dur = CPU.column(ev["ts"]), np.maximum(CPU.column(ev["dur"], null=0), 0)
     end = ts + dur
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    in_span = np.isin(kind, [i for i, k in enumerate(kinds) if k in _SPAN_KINDS])
-    if not in_span.any():
-        return empty, empty, (0, 0)
-    span = (int(ts[in_span].min()), int(end[in_span].max()))
     is_call = np.zeros(ts.size, bool)
     is_call[call_rows] = True
-    comm = (kind == (kinds.index("comm") if "comm" in kinds else -1)) & ~is_call
+    setup = _named(ev, _SETUP)
+    in_span = np.isin(kind, [i for i, k in enumerate(kinds) if k in _SPAN_KINDS]) | is_call | setup
+    if not in_span.any():
+        return RankTime(empty, empty, empty, (0, 0))
+    span = (int(ts[in_span].min()), int(end[in_span].max()))
+    comm = (kind == (kinds.index("comm") if "comm" in kinds else -1)) & ~is_call & ~setup
     gpu = np.isin(kind, [i for i, k in enumerate(kinds) if k in _GPU_WORK])
     if gpu.any():
-        work = gpu & ~is_call
-        return (ts[work], end[work]), (ts[comm], end[comm]), span
+        work = gpu & ~is_call & ~setup
+        return RankTime((ts[work], end[work]), (ts[setup], end[setup]), (ts[comm], end[comm]), span)
     cpu = kind == (kinds.index("cpu_op") if "cpu_op" in kinds else -1)
-    work = cpu & ~is_call & ~_wrapper(ev)
-    # a CPU op computes except while a communication call of its own thread runs (main() around MPI_Send)
+    work = cpu & ~is_call & ~setup & ~_named(ev, _WRAPPER)
+    # a CPU op computes except while a communication or set-up call of its own thread runs (main()
+    # around MPI_Send)
     tid = CPU.column(ev["tid"])
-    busy = np.flatnonzero(is_call | comm)
+    busy = np.flatnonzero(is_call | comm | setup)
     starts, ends = [], []
     for t in np.unique(tid[work]):
         mine = work & (tid == t)
@@ -58,13 +94,14 @@ def compute_intervals(trace: Trace, call_rows: np.ndarray) -> tuple[tuple, tuple
         s, e = _minus((ts[mine], end[mine]), (ts[cut], end[cut]))
         starts.append(s)
         ends.append(e)
-    return (np.concatenate(starts or [empty[0]]), np.concatenate(ends or [empty[1]])), (ts[comm], end[comm]), span
+    compute = (np.concatenate(starts or [empty[0]]), np.concatenate(ends or [empty[1]]))
+    return RankTime(compute, (ts[setup], end[setup]), (ts[comm], end[comm]), span)
 
 
-def _wrapper(ev) -> np.ndarray:
-    """Whether each event only wraps a collective: c10d's enqueue ops and PyTorch's parameter record."""
+def _named(ev, pattern: re.Pattern) -> np.ndarray:
+    """Whether each event's name matches `pattern`."""
     name = ev["name"].combine_chunks()
-    words = np.array(["c10d::" in s or s == "record_param_comms" for s in name.dictionary.to_pylist()] + [False])
+    words = np.array([bool(pattern.match(s)) for s in name.dictionary.to_pylist()] + [False])
     return words[CPU.column(name)]
 
 
@@ -77,25 +114,20 @@ def _minus(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -
     return edges[:-1][keep], edges[1:][keep]
 
 
-def breakdown(
-    rank: int,
-    compute: tuple[np.ndarray, np.ndarray],
-    wait: tuple[np.ndarray, np.ndarray],
-    comm: tuple[np.ndarray, np.ndarray],
-    span: tuple[int, int],
-) -> np.ndarray:
+def breakdown(rank: int, compute: Spans, wait: Spans, setup: Spans, comm: Spans, span: tuple[int, int]) -> np.ndarray:
     """Return one :data:`BREAKDOWN` record: each ns of `span` counted once, as compute, else wait, else
-    communication, else idle. Each category is given as (starts, ends) of possibly overlapping
-    intervals."""
+    set-up, else communication, else idle. Each category is given as (starts, ends) of possibly
+    overlapping intervals."""
     lo, hi = span
+    given = (compute, wait, setup, comm)
     cuts = [np.array([lo, hi], np.int64)]
-    for s, e in (compute, wait, comm):
+    for s, e in given:
         cuts += [np.clip(s, lo, hi), np.clip(e, lo, hi)]
     edges = sorted_unique(np.concatenate(cuts))
     seg = np.diff(edges)
-    label = np.full(seg.size, 3, np.int8)  # idle
-    for c in range(2, -1, -1):  # the lowest category number wins
-        s, e = (compute, wait, comm)[c]
+    label = np.full(seg.size, len(CATEGORIES), np.int8)  # idle
+    for c in range(len(CATEGORIES) - 1, -1, -1):  # the lowest category number wins
+        s, e = given[c]
         label[_covered(edges, np.clip(s, lo, hi), np.clip(e, lo, hi))] = c
     out = np.zeros(1, BREAKDOWN)
     out["rank"], out["span"] = rank, hi - lo

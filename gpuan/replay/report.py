@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from gpuan.outputs import TABLE_FORMATS, write_frames, write_text
+from gpuan.replay.breakdown import CATEGORIES
 from gpuan.replay.run import Replayed
 
 FORMATS = TABLE_FORMATS
@@ -47,12 +48,12 @@ def summary(r: Replayed, top: int = 5) -> str:
             )
             lines.append(f"    step {row.step:<5} rank {row.rank:<5} {_ms(row.caused_total):>12}  {what}")
     if "breakdown" in t:
-        lines.append("  time per rank:      span     compute        wait       comm.        idle")
+        lines.append("  time per rank:      span     compute        wait       setup       comm.        idle")
         b = t["breakdown"]
         for row in b.itertuples():
             lines.append(
                 f"    rank {row.rank:<5} {_ms(row.span):>11} {row.compute_pct:>10.1f}% {row.wait_pct:>10.1f}% "
-                f"{row.communication_pct:>10.1f}% {row.idle_pct:>10.1f}%"
+                f"{row.setup_pct:>10.1f}% {row.communication_pct:>10.1f}% {row.idle_pct:>10.1f}%"
             )
     if r.finish[0] >= 0:
         lines.append(f"  last to finish: rank {r.finish[0]}, at {_ms(r.finish[1])}")
@@ -91,7 +92,7 @@ def write_html(r: Replayed, path: str) -> None:
                                      colorscale="Reds", name=name, showscale=False), row=1, col=c)  # fmt: skip
     if "breakdown" in t:
         b = t["breakdown"]
-        for cat in ("compute", "wait", "communication", "idle"):
+        for cat in (*CATEGORIES, "idle"):
             fig.add_trace(go.Bar(x=[str(x) for x in b["rank"]], y=b[f"{cat}_pct"], name=cat), row=2, col=1)
         fig.update_layout(barmode="stack")
     if "comm_matrix" in t and len(t["comm_matrix"]):

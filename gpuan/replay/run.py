@@ -86,7 +86,7 @@ def replay(
     base = int(procs.allreduce(np.array([min(bases) if bases else np.iinfo(np.int64).max]), "min")[0])
     worlds = [int((tr.metadata.get("distributed_info") or {}).get("world_size") or 0) for tr in traces.values()]
     world = int(procs.allreduce(np.array([max(worlds + [len(srcs)])]), "max")[0])
-    calls, work, other_comm, spans, pg_names = {}, {}, {}, {}, {}
+    calls, times, pg_names = {}, {}, {}
     n_events = sum(len(tr) for tr in traces.values())
     for r, tr in traces.items():
         shift = int(tr.metadata.get("base_time_ns", 0)) - base if len(tr) else 0
@@ -95,10 +95,7 @@ def replay(
         c["leave"] += shift
         calls[r] = c
         pg_names.update(names)
-        (s, e), (cs, ce), (lo, hi) = bd.compute_intervals(tr, c["row"])
-        work[r] = (s + shift, e + shift)
-        other_comm[r] = (cs + shift, ce + shift)
-        spans[r] = (lo + shift, hi + shift)
+        times[r] = bd.rank_time(tr, c["row"]).shifted(shift)
     del traces
     for part in procs.allgather_small(pg_names):
         pg_names.update(part)
@@ -119,9 +116,7 @@ def replay(
         for r, c in calls.items():
             c["enter"] -= offsets[r]
             c["leave"] -= offsets[r]
-            work[r] = (work[r][0] - offsets[r], work[r][1] - offsets[r])
-            other_comm[r] = (other_comm[r][0] - offsets[r], other_comm[r][1] - offsets[r])
-            spans[r] = (spans[r][0] - offsets[r], spans[r][1] - offsets[r])
+            times[r] = times[r].shifted(-int(offsets[r]))
     waits, colls = match(got, offsets if align_clocks else None)
 
     t = time.perf_counter()
@@ -141,14 +136,15 @@ def replay(
             np.concatenate((enter, mr["recv_enter"], sw["enter"])),
             np.concatenate((enter + w["wait"], mr["recv_enter"] + mr["late_sender"], sw["leave"])),
         )
-        comm = (np.concatenate((c["enter"], other_comm[r][0])), np.concatenate((c["leave"], other_comm[r][1])))
-        rows.append(bd.breakdown(r, work[r], wait, comm, spans[r]))
+        tr = times[r]
+        comm = (np.concatenate((c["enter"], tr.other_comm[0])), np.concatenate((c["leave"], tr.other_comm[1])))
+        rows.append(bd.breakdown(r, tr.compute, wait, tr.setup, comm, tr.span))
     breakdowns = np.concatenate(rows) if rows else np.zeros(0, bd.BREAKDOWN)
     clock["analyse"] = time.perf_counter() - t0 - clock["read"] - clock["extract"] - exchange
 
     t = time.perf_counter()
-    last = max(spans, key=lambda r: (spans[r][1], -r), default=-1)
-    end, who = procs.maxloc(np.array([spans[last][1] if last >= 0 else -1.0]), np.array([last]))
+    last = max(times, key=lambda r: (times[r].span[1], -r), default=-1)
+    end, who = procs.maxloc(np.array([times[last].span[1] if last >= 0 else -1.0]), np.array([last]))
     gathered = {
         "calls": procs.gatherv(local),
         "waits": procs.gatherv(waits),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from gpuan.replay.breakdown import CATEGORIES
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OPS
 
 
@@ -37,7 +38,7 @@ def frames(g: dict[str, np.ndarray], pg_names: dict[int, str], analyses: tuple[s
         out["stragglers"] = stragglers(colls, per_call, msgs)
     if "breakdown" in analyses:
         b = pd.DataFrame(g["breakdown"]).sort_values("rank").reset_index(drop=True)
-        for c in ("compute", "wait", "communication", "idle"):
+        for c in (*CATEGORIES, "idle"):
             b[f"{c}_pct"] = np.where(b["span"] > 0, 100.0 * b[c] / b["span"].clip(lower=1), 0.0)
         out["breakdown"] = b
     if "comm-matrix" in analyses:

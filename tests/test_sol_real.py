@@ -13,7 +13,7 @@ import pytest
 
 from gpuan.cli import main
 from gpuan.sol import score
-from gpuan.sol.link import link
+from gpuan.trace.launch import link
 from gpuan.trace.load import load
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}

@@ -21,8 +21,9 @@ from gpuan.engine import Engine, current
 from gpuan.engine.intervals import busy_time
 from gpuan.sol.costs import CATEGORIES, Call, cost
 from gpuan.sol.dtypes import dtype_of
-from gpuan.sol.link import group_ids, ints, link, phase_paths, phases_of
+from gpuan.sol.link import phase_paths, phases_of
 from gpuan.sol.roofs import Roofs, peak_key, roofs_for
+from gpuan.trace.launch import group_ids, ints, link
 from gpuan.trace.nesting import ancestor_where, enclosing
 from gpuan.trace.table import Trace
 

@@ -1,6 +1,6 @@
 """The replay on real runs: the 4-rank Gloo DDP job with a held-back rank, a rank of a 300-rank Gloo job,
-and a real 2-rank MPI ping-pong (OTF2). Expected values are computed here from the raw files,
-independently of gpuan's readers."""
+the 8-rank DLRM job (older NCCL traces), and a real 2-rank MPI ping-pong (OTF2). Expected values are
+computed here from the raw files, independently of gpuan's readers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gpuan.replay import replay
 
 GLOO = "kineto/cpu_ddp_gloo_4rank_slow_rank1_step2"
 PING_PONG = "otf2/ping_pong_2rank"
+DLRM = "kineto/dlrm_8rank_nccl"
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +194,43 @@ def test_gloo_ranges_are_communication(data_dir, tmp_path):
     assert (c["op"] == "all_reduce").all() and len(c) == 10
     sizes = sorted(e["args"]["Input Dims"][0][0] * 4 for e in ranges)  # float
     assert sorted(c["nbytes"]) == sizes
+
+
+def test_dlrm_all_to_all_has_its_type_and_bytes(data_dir):
+    # older NCCL traces: all-to-alls run as ncclKernel_SendRecv kernels, and only the CPU-side nccl:* op
+    # that launched each kernel says what it is and how large (its Input Dims and Input type)
+    size_of = {"float": 4, "int": 4, "long int": 8}
+    expect = {}
+    for f in (data_dir / DLRM).iterdir():
+        with gzip.open(f) as fh:
+            doc = json.load(fh)
+        ops = sorted(
+            (
+                e["ts"],
+                e["name"].split(":")[1],
+                int(np.prod(e["args"]["Input Dims"][0])) * size_of[e["args"]["Input type"][0]],
+            )
+            for e in doc["traceEvents"]
+            if e.get("name", "").startswith("nccl:")
+        )
+        kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")]
+        assert len(ops) == len(kernels) == 8 and sum("SendRecv" in k["name"] for k in kernels) == 5
+        expect[doc["distributedInfo"]["rank"]] = [(op, n) for _, op, n in ops]
+    t = replay(data_dir / DLRM).tables
+    w = t["collective_waits"].sort_values(["rank", "seq"])
+    for r, calls in expect.items():
+        mine = w[w["rank"] == r]
+        assert list(zip(mine["op"], mine["nbytes"])) == calls
+    assert all(n > 0 for calls in expect.values() for _, n in calls)
+    # the matrix: every rank sends each all-to-all's message in equal parts to the 7 others
+    m = t["comm_matrix"].set_index(["src", "dst"])
+    for a in range(8):
+        sent = sum(n for op, n in expect[a] if op == "all_to_all")
+        for b in range(8):
+            if b not in (a, (a + 1) % 8):  # not a ring neighbour of the all-reduces
+                assert abs(m.loc[(a, b), "bytes"] - sent / 8) <= 1
+                assert m.loc[(a, b), "messages"] == 5
+    # the waits and the straggler stay what they were: rank 7 last to 5 of 8 collectives, 35.6 ms
+    top = t["stragglers"].iloc[0]
+    assert (top["rank"], top["late"], top["collectives"]) == (7, 5, 8)
+    assert round(top["caused_total"] / 1e5) == 356

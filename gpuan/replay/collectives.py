@@ -7,14 +7,15 @@ end of each member's call:
 - Late Broadcast (broadcast, scatter, with a known root): the same against the root's Enter;
 - Early Reduce (reduce, gather, with a known root): the root waits for the latest other member.
 Transfer time is the last Leave minus the latest Enter. A collective is ``complete`` when all of its
-group's members are in the run, ``consistent`` when they agree on the operation and the message size.
+group's members are in the run, ``consistent`` when they agree on the operation and the message size (the
+size of an all-to-all may differ between members).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OPS
+from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OP, OPS
 
 #: per record: what the owner of its collective found
 WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])
@@ -115,7 +116,8 @@ def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarr
     sizes = np.where(r["nbytes"] > 0, r["nbytes"], -1)
     lo = np.minimum.reduceat(np.where(sizes < 0, np.iinfo(np.int64).max, sizes), starts)
     hi = np.maximum.reduceat(sizes, starts)
-    colls["consistent"] = same_op & ((hi < 0) | (lo == hi))
+    # each member of an all-to-all sends what it has for the others (alltoallv, uneven splits)
+    colls["consistent"] = same_op & ((hi < 0) | (lo == hi) | (op == OP["all_to_all"]))
     return waits, colls
 
 

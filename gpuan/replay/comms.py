@@ -5,7 +5,9 @@ Which events are the calls, per trace:
   the kernels, because a collective waits for its peers on the GPU, inside its kernel;
 - otherwise the CPU-side collective ops (``gloo:*``, ``nccl:*`` ranges, which for Gloo span the blocking
   execution on its worker threads) and MPI calls (OTF2 regions with a peer or a collective).
-``record_param_comms`` only annotates: its sizes and process group reach the kernels through the trace.
+A kernel that does not name its collective or size (older traces: an all-to-all runs as
+``ncclKernel_SendRecv`` kernels; RCCL's ``ncclDevKernel_Generic``) takes them from the CPU-side op that
+launched it (``nccl:*``, ``record_param_comms``: the op holding the runtime call of the same correlation).
 
 A call's process group is its ``pg_name`` (``Process Group Name``), else its NCCL stream (one
 communicator per stream in PyTorch), else the world. Calls of a group are numbered in order of entry on
@@ -23,6 +25,7 @@ import pyarrow as pa
 
 from gpuan.engine import CPU
 from gpuan.replay.walk import walk
+from gpuan.trace.launch import link
 from gpuan.trace.table import Trace
 
 #: operation names (the ``op`` code of a record indexes this)
@@ -102,12 +105,58 @@ def _texts(events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nbytes_from_inputs(dims: str | None, types: str | None) -> int:
-    # Gloo's ranges carry only their tensor's shape and dtype
+    # Gloo's ranges and the older CPU-side collective ops carry only their tensor's shape and dtype
     try:
         shape, dtype = json.loads(dims)[0], json.loads(types)[0]
         return int(np.prod(shape)) * DTYPE_BYTES.get(str(dtype).lower(), 0) if isinstance(shape, list) else 0
     except (TypeError, ValueError, IndexError, json.JSONDecodeError):
         return 0
+
+
+class _Described:
+    """What the events say about the messages of communication calls: operation, bytes, partner."""
+
+    def __init__(self, ev: pa.Table, names: np.ndarray, name_code: np.ndarray) -> None:
+        self.names, self.name_code = names, name_code
+        self.coll_code, self.colls = _texts(ev, "collective")
+        self.dims_code, self.dims = _texts(ev, "input_dims")
+        self.types_code, self.types = _texts(ev, "input_types")
+        self.dtype_code, self.dtypes = _texts(ev, "dtype")
+        self.bytes = CPU.column(ev["bytes"], null=-1)
+        self.nelems = np.maximum(CPU.column(ev["in_msg_nelems"], null=-1), CPU.column(ev["out_msg_nelems"], null=-1))
+        self.peer = CPU.column(ev["peer"], null=-1)
+
+    def ops(self, rows: np.ndarray) -> np.ndarray:
+        """Return the operation code of each row: its ``collective`` column, else its name."""
+        pairs = zip(self.name_code[rows], self.coll_code[rows])
+        return np.array([OP[op_name(str(self.names[c]), self.colls[k])] for c, k in pairs], np.int16)
+
+    def nbytes(self, rows: np.ndarray) -> np.ndarray:
+        """Return the message bytes of each row: its ``bytes``, else its element count times the size of
+        its dtype, else its first input's shape times the size of its type; 0 where none says."""
+        out = self.bytes[rows].copy()
+        for i in np.flatnonzero(out < 0):
+            r = rows[i]
+            size = DTYPE_BYTES.get(str(self.dtypes[self.dtype_code[r]]).lower(), 0)
+            out[i] = (
+                self.nelems[r] * size
+                if self.nelems[r] >= 0 and size
+                else _nbytes_from_inputs(self.dims[self.dims_code[r]], self.types[self.types_code[r]])
+            )
+        return np.maximum(out, 0)
+
+
+def _launching_ops(trace: Trace, kernels: np.ndarray, describes: np.ndarray) -> np.ndarray:
+    """Return, per kernel row, the row of the CPU-side collective op (an event where `describes` holds)
+    that launched it, or -1: the op that holds its launch (:func:`gpuan.trace.launch.link`)."""
+    ev = trace.events
+    ops = np.flatnonzero(describes)
+    if ops.size == 0:
+        return np.full(kernels.size, -1, np.int64)
+    kinds = tuple(ev["kind"].combine_chunks().dictionary.to_pylist())
+    runtime = np.flatnonzero(CPU.column(ev["kind"]) == (kinds.index("runtime") if "runtime" in kinds else -1))
+    links = link(ev.take(kernels), ev.take(runtime), ev.take(ops), trace.flows)
+    return np.where(links.op_of_activity >= 0, ops[np.maximum(links.op_of_activity, 0)], -1)
 
 
 def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[int, str]]:
@@ -127,11 +176,11 @@ def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[in
     kernel = kinds.index("kernel") if "kernel" in kinds else -1
     nccl_name = np.append(np.array([bool(_NCCL_KERNEL.match(s)) for s in unique], bool), False)
     cpu_name = np.append(np.array([bool(_CPU_COLLECTIVE.match(s)) for s in unique], bool), False)
+    cpu_kinds = np.array([k in ("cpu_op", "annotation") for k in kinds], bool)
     gpu_calls = (kind == kernel) & nccl_name[name_code]
     if gpu_calls.any():
         is_call = gpu_calls
     else:
-        cpu_kinds = np.array([k in ("cpu_op", "annotation") for k in kinds], bool)
         is_call = cpu_kinds[kind] & cpu_name[name_code]
         comm_kind = np.array([k == "comm" for k in kinds], bool)
         peer_col = CPU.column(ev["peer"], null=-1)
@@ -143,33 +192,31 @@ def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[in
     recs = np.zeros(rows.size, CALL)
     if rows.size == 0:
         return recs, {}
-    coll_code, colls = _texts(ev, "collective")
+    said = _Described(ev, names, name_code)
     pg_code, pgs = _texts(ev, "pg_name")
-    dims_code, dims = _texts(ev, "input_dims")
-    types_code, types = _texts(ev, "input_types")
-    dtype_code, dtypes = _texts(ev, "dtype")
     group_size = CPU.column(ev["group_size"], null=-1)[rows]
-    nbytes = CPU.column(ev["bytes"], null=-1)[rows]
-    nelems = np.maximum(CPU.column(ev["in_msg_nelems"], null=-1), CPU.column(ev["out_msg_nelems"], null=-1))[rows]
-    peer = CPU.column(ev["peer"], null=-1)[rows]
     tag = CPU.column(ev["tag"], null=0)[rows]
     stream = CPU.column(ev["stream"], null=-1)[rows]
+    ops, nbytes, peer = said.ops(rows), said.nbytes(rows), said.peer[rows]
+    if gpu_calls.any():
+        # a kernel that does not name its collective (an all-to-all runs as SendRecv kernels) or its size
+        # takes them from the CPU-side op that launched it (nccl:*, record_param_comms)
+        wrapper = np.append(np.array([s == "record_param_comms" for s in unique], bool), False)
+        by = _launching_ops(trace, rows, cpu_kinds[kind] & (cpu_name | wrapper)[name_code])
+        has = np.flatnonzero(by >= 0)
+        op_by, bytes_by, peer_by = said.ops(by[has]), said.nbytes(by[has]), said.peer[by[has]]
+        peer[has] = np.where(peer[has] >= 0, peer[has], peer_by)
+        p2p = np.isin(op_by, [OP["send"], OP["recv"]])
+        adopt = (said.coll_code[rows[has]] < 0) & (op_by != OP["other"]) & (~p2p | (peer[has] >= 0))
+        ops[has] = np.where(adopt, op_by, ops[has])
+        nbytes[has] = np.where(nbytes[has] > 0, nbytes[has], bytes_by)
 
-    ops = np.array([OP[op_name(str(names[c]), colls[k])] for c, k in zip(name_code[rows], coll_code[rows])], np.int16)
     pg_names: dict[int, str] = {}
     pg = np.empty(rows.size, np.int64)
     for i, (p, s) in enumerate(zip(pg_code[rows], stream)):
         key = f"pg {pgs[p]}" if pgs[p] is not None else (f"stream {s}" if s >= 0 else "world")
         pg[i] = pg_id(key)
         pg_names[int(pg[i])] = key
-    for i in np.flatnonzero(nbytes < 0):
-        r = rows[i]
-        size = DTYPE_BYTES.get(str(dtypes[dtype_code[r]]).lower(), 0)
-        nbytes[i] = (
-            nelems[i] * size
-            if nelems[i] >= 0 and size
-            else _nbytes_from_inputs(dims[dims_code[r]], types[types_code[r]])
-        )
 
     send_ops = np.isin(ops, [OP["send"]]) | ((peer >= 0) & _named(names, name_code[rows], "send"))
     recv_ops = np.isin(ops, [OP["recv"]]) | ((peer >= 0) & _named(names, name_code[rows], "recv"))
@@ -180,7 +227,7 @@ def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[in
     recs["peer"] = peer
     recs["pg"] = pg
     recs["tag"] = tag
-    recs["nbytes"] = np.maximum(nbytes, 0)
+    recs["nbytes"] = nbytes
     recs["enter"] = ts[rows]
     recs["leave"] = end[rows]
     recs["step"] = step_of

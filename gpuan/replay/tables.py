@@ -100,7 +100,8 @@ def stragglers(colls: pd.DataFrame, per_call: pd.DataFrame, msgs: pd.DataFrame) 
 def comm_matrix(per_call: pd.DataFrame, msgs: pd.DataFrame) -> pd.DataFrame:
     """Return bytes and messages per (src, dst): point-to-point messages as recorded, and collectives as
     the traffic of their usual algorithm among the present members (ring for all-reduce, all-gather and
-    reduce-scatter; every pair for all-to-all; root to each or each to root for rooted ones)."""
+    reduce-scatter; every pair for all-to-all, each member's message split evenly among the members;
+    root to each or each to root for rooted ones)."""
     parts = []
     if len(msgs):
         p = msgs.groupby(["src", "dst"]).agg(bytes=("nbytes", "sum"), messages=("nbytes", "size")).reset_index()
@@ -116,8 +117,9 @@ def comm_matrix(per_call: pd.DataFrame, msgs: pd.DataFrame) -> pd.DataFrame:
         if op in ("all_reduce", "all_gather", "reduce_scatter"):
             per = size * (k - 1) / k * (2 if op == "all_reduce" else 1)
             pairs = [(members[i], members[(i + 1) % k], per) for i in range(k)]
-        elif op == "all_to_all":
-            pairs = [(a, b, size / k) for a in members for b in members if a != b]
+        elif op == "all_to_all":  # each member sends its own message, in equal parts
+            sent = dict(zip(g["rank"], g["nbytes"]))
+            pairs = [(a, b, sent[a] / k) for a in members for b in members if a != b]
         elif op in ONE_TO_N | N_TO_ONE:
             root = int(g["peer"].iloc[0]) if "peer" in g and g["peer"].iloc[0] >= 0 else int(members[0])
             pairs = [((root, b) if op in ONE_TO_N else (b, root)) + (size,) for b in members if b != root]

@@ -43,7 +43,4 @@ def detect(
     one); the results are the same on CPU and GPU.
     """
     engine = engine or current()
-    return [
-        SequenceCycles(seq, detect_sequence(seq, engine))
-        for seq in sequences(trace, kind, split=split, ops=ops)
-    ]
+    return [SequenceCycles(seq, detect_sequence(seq, engine)) for seq in sequences(trace, kind, split=split, ops=ops)]

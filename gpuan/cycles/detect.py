@@ -55,8 +55,11 @@ SUB_MIN_EVIDENCE = 4
 MIN_SHARE = 0.05
 #: at most this many candidate periods get their regions traced (the best-scoring ones)
 MAX_TRACED = 64
-#: unordered (multiset) regions are looked for where ordered ones cover less than this share
+#: unordered (multiset) regions are looked for where ordered ones cover less than this share of a
+#: multi-stream sequence ...
 ORDERED_ENOUGH = 0.9
+#: ... or where consecutive instances of the best ordered one match in fewer than this share of positions
+EXACT_ENOUGH = 0.99
 
 
 @dataclass(frozen=True)
@@ -245,8 +248,7 @@ def cover(
             whole = sum((e - s) // L for s, e in pieces)
             if accept(L, whole):
                 chains.append((whole * L, L, 0, pieces[0][0], pieces))
-    best = max((c[0] for c in chains), default=0)
-    if streams is not None and best < ORDERED_ENOUGH * n:
+    if streams is not None and not _ordered_enough(ids, chains, n):
         chains += _unordered_chains(ids, vocab, streams, every, accept)
     chains.sort(key=lambda c: c[:4])
     chains.sort(key=lambda c: -c[0])  # stable: ties keep (period, ordered first, start)
@@ -264,6 +266,19 @@ def cover(
         picks.append(Pick(L, starts, not unordered))
     picks.sort(key=lambda pick: int(pick.starts[0]))
     return picks
+
+
+def _ordered_enough(ids: np.ndarray, chains: list, n: int) -> bool:
+    """Whether the best ordered chain leaves no room for an unordered one: it covers nearly all of the
+    sequence, and its instances match the next one in order nearly everywhere (streams that interleave
+    differently each time leave an ordered match of a multiple of the period, or a ragged one)."""
+    if not chains:
+        return False
+    covered, L, _, _, pieces = max(chains, key=lambda c: (c[0], -c[1]))
+    if covered < ORDERED_ENOUGH * n:
+        return False
+    same = sum(int(np.count_nonzero(ids[s : e - L] == ids[s + L : e])) for s, e in pieces)
+    return same >= EXACT_ENOUGH * sum(e - s - L for s, e in pieces)
 
 
 def _stream_keys(ids: np.ndarray, vocab: int, streams: np.ndarray) -> tuple[np.ndarray, int]:
@@ -297,6 +312,7 @@ def _unordered_chains(ids: np.ndarray, vocab: int, streams: np.ndarray, cands: n
     for p in cands:
         L = int(p)
         starts, ends, mismatch = periods.bag_regions(keys, key_vocab, L, _allowed(L))
+        windows = ends - starts - 2 * L + 1
         chains: list[list[int]] = []  # region indexes
         for i, s in enumerate(starts.tolist()):
             if chains:
@@ -307,10 +323,18 @@ def _unordered_chains(ids: np.ndarray, vocab: int, streams: np.ndarray, cands: n
                     continue
             chains.append([i])
         for chain in chains:
-            pieces = [(int(starts[i]), int(ends[i])) for i in chain]
+            pieces: list[tuple[int, int]] = []
+            for i in chain:
+                s, e = int(starts[i]), int(ends[i])
+                if pieces and s <= pieces[-1][1]:
+                    # overlapping regions are one run that a single bad window pair interrupted
+                    pieces[-1] = (pieces[-1][0], e)
+                else:
+                    pieces.append((s, e))
             whole = sum((e - s) // L for s, e in pieces)
             if accept(L, whole):
-                found.append((float(np.mean(mismatch[chain])), whole * L, L, pieces))
+                mean = float(np.average(mismatch[chain], weights=windows[chain]))
+                found.append((mean, whole * L, L, pieces))
     kept = []
     for m, covered, L, pieces in found:
         lo, hi = pieces[0][0], pieces[-1][1]

@@ -172,17 +172,19 @@ def is_comm_name(vocab: np.ndarray) -> np.ndarray:
 _COLUMNS = ("ts", "dur", "name", "rank", "device", "stream", "pid", "tid", "collective", "correlation")
 
 
-def _rows_of_kind(trace: Trace, kind: str) -> pa.Table:
-    """The rows of `kind`, only the columns sequences need, as zero-copy slices of the event table (the
-    rows of a kind are contiguous, per rank)."""
-    events = trace.events.select(["kind", *_COLUMNS])
+def _rows_of_kind(trace: Trace, *kinds: str, columns: tuple[str, ...] = _COLUMNS) -> pa.Table:
+    """The rows of the `kinds`, only `columns`, as zero-copy slices of the event table (the rows of a
+    kind are contiguous, per rank)."""
+    events = trace.events.select(["kind", *columns])
     masks = []
     for chunk in events["kind"].chunks:
         words = chunk.dictionary.to_pylist()
-        code = words.index(kind) if kind in words else -1
-        masks.append(chunk.indices.to_numpy(zero_copy_only=False) == code)
+        codes = [words.index(k) for k in kinds if k in words]
+        masks.append(np.isin(chunk.indices.to_numpy(zero_copy_only=False), codes))
     mask = np.concatenate(masks) if masks else np.zeros(0, bool)
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.view(np.int8), [0]])))
+    padded = np.zeros(mask.size + 2, bool)
+    padded[1:-1] = mask
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
     pieces = [events.slice(a, b - a) for a, b in zip(edges[::2].tolist(), edges[1::2].tolist())]
     return pa.concat_tables(pieces) if pieces else events.slice(0, 0)
 
@@ -199,7 +201,7 @@ def _launched_early(trace: Trace, rank: np.ndarray, correlation: pa.ChunkedArray
     """Per GPU event (of ranks `rank`), whether it was launched before the trace window opened: its
     correlation id is below every launch call's (runtime and driver events) of its rank. Correlation ids
     count a process's launches in order. None where the trace holds no launch calls."""
-    calls = pa.concat_tables([_rows_of_kind(trace, "runtime"), _rows_of_kind(trace, "driver")])
+    calls = _rows_of_kind(trace, "runtime", "driver", columns=("rank", "correlation"))
     calls = calls.filter(calls["correlation"].is_valid())
     if calls.num_rows == 0:
         return None

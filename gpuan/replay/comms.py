@@ -198,14 +198,16 @@ def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[in
     tag = CPU.column(ev["tag"], null=0)[rows]
     stream = CPU.column(ev["stream"], null=-1)[rows]
     ops, nbytes, peer = said.ops(rows), said.nbytes(rows), said.peer[rows]
-    if gpu_calls.any():
+    unsaid = np.flatnonzero((said.coll_code[rows] < 0) | (nbytes == 0)) if gpu_calls.any() else rows[:0]
+    if unsaid.size:
         # a kernel that does not name its collective (an all-to-all runs as SendRecv kernels) or its size
         # takes them from the CPU-side op that launched it (nccl:*, record_param_comms)
         wrapper = np.append(np.array([s == "record_param_comms" for s in unique], bool), False)
-        by = _launching_ops(trace, rows, cpu_kinds[kind] & (cpu_name | wrapper)[name_code])
-        has = np.flatnonzero(by >= 0)
-        op_by, bytes_by, peer_by = said.ops(by[has]), said.nbytes(by[has]), said.peer[by[has]]
-        peer[has] = np.where(peer[has] >= 0, peer[has], peer_by)
+        by = _launching_ops(trace, rows[unsaid], cpu_kinds[kind] & (cpu_name | wrapper)[name_code])
+        has = unsaid[by >= 0]
+        by = by[by >= 0]
+        op_by, bytes_by = said.ops(by), said.nbytes(by)
+        peer[has] = np.where(peer[has] >= 0, peer[has], said.peer[by])
         p2p = np.isin(op_by, [OP["send"], OP["recv"]])
         adopt = (said.coll_code[rows[has]] < 0) & (op_by != OP["other"]) & (~p2p | (peer[has] >= 0))
         ops[has] = np.where(adopt, op_by, ops[has])

@@ -136,9 +136,9 @@ def replay(
             np.concatenate((enter, mr["recv_enter"], sw["enter"])),
             np.concatenate((enter + w["wait"], mr["recv_enter"] + mr["late_sender"], sw["leave"])),
         )
-        tr = times[r]
-        comm = (np.concatenate((c["enter"], tr.other_comm[0])), np.concatenate((c["leave"], tr.other_comm[1])))
-        rows.append(bd.breakdown(r, tr.compute, wait, tr.setup, comm, tr.span))
+        own = times[r]
+        comm = (np.concatenate((c["enter"], own.other_comm[0])), np.concatenate((c["leave"], own.other_comm[1])))
+        rows.append(bd.breakdown(r, own.compute, wait, own.setup, comm, own.span))
     breakdowns = np.concatenate(rows) if rows else np.zeros(0, bd.BREAKDOWN)
     clock["analyse"] = time.perf_counter() - t0 - clock["read"] - clock["extract"] - exchange
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_replay_mpi import _run as run_gpuan
 
 MPIEXEC = shutil.which("mpiexec")
 needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test command installs mpich from PyPI)")
@@ -23,14 +22,7 @@ DLRM = "kineto/dlrm_8rank_nccl"
 
 def gpuan(args: list, n: int | None = None) -> subprocess.CompletedProcess:
     """Run gpuan as a user does: one process without MPI (n None), or under ``mpiexec -n n``."""
-    env = dict(os.environ)
-    cmd = [sys.executable, "-m", "gpuan", *map(str, args)]
-    if n is None:
-        env["GPUAN_MPI"] = "0"
-    else:
-        env.pop("GPUAN_MPI", None)
-        cmd = [MPIEXEC, "-n", str(n), *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    return run_gpuan([str(a) for a in args], n)
 
 
 def _read(path: Path) -> dict:

@@ -6,8 +6,9 @@ The rules, in order:
    engine (:func:`match_counts`), a region is a maximal stretch where each instance matches the previous
    one on at least 95 % of its positions. Regions of one pattern that stray events split (an extra
    kernel in one iteration) are chained: less than two instances apart, they make one candidate.
-   In a sequence of several streams whose ordered regions leave more than a tenth of it uncovered,
-   regions where each window holds the same events as the next *in any order*
+   In a sequence of several streams whose ordered regions leave more than a tenth of it uncovered, or
+   whose best one is ragged (its instances match the next in under 99 % of positions), regions where
+   each window holds the same events as the next *in any order*
    (:func:`periods.bag_regions`) are candidates too: the streams' kernels interleave differently in
    every instance. Where both kinds cover the same events, the ordered region wins.
 2. *Cover.* Regions are taken greedily, most events covered first (shorter period on ties, so a period

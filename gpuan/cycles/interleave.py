@@ -25,7 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from gpuan.cycles.periods import TOLERANCE
+from gpuan.cycles.periods import TOLERANCE, window_mismatch
 
 
 def stream_members(
@@ -94,15 +94,8 @@ def _chunk_mismatch(ids: np.ndarray, vocab: int, first: int, q: int, k: int) -> 
     diff = np.zeros(vocab, np.int64)
     total = 0
     for m in range(k - 1):
-        a = first + m * q
-        for j in range(q):
-            diff[ids[a + j]] += 1
-            diff[ids[a + q + j]] -= 1
-        for j in range(2 * q):
-            v = ids[a + j]
-            total += abs(diff[v])
-            diff[v] = 0  # each key counted once, and the array is clean for the next pair
-    return total / 2 / (k - 1)
+        total += window_mismatch(ids, diff, first + m * q, first + (m + 1) * q, q)
+    return total / (k - 1)
 
 
 @numba.njit(cache=True, nogil=True)

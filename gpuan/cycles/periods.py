@@ -182,13 +182,21 @@ def bag_regions(keys: np.ndarray, vocab: int, period: int, allowed: int) -> tupl
 @numba.njit(cache=True, nogil=True)
 def bag_mismatch(keys: np.ndarray, vocab: int, a: int, b: int, length: int) -> int:
     """How many events of ``keys[a : a + length]`` have no counterpart in ``keys[b : b + length]``."""
-    diff = np.zeros(vocab, np.int64)
+    return window_mismatch(keys, np.zeros(vocab, np.int64), a, b, length)
+
+
+@numba.njit(cache=True, nogil=True)
+def window_mismatch(keys: np.ndarray, diff: np.ndarray, a: int, b: int, length: int) -> int:
+    """:func:`bag_mismatch` with a count array of the caller's (all zero; left all zero), so that many
+    window pairs cost their length each, not the vocabulary's size."""
     for j in range(length):
         diff[keys[a + j]] += 1
         diff[keys[b + j]] -= 1
     total = 0
-    for v in range(vocab):
-        total += abs(diff[v])
+    for j in range(length):
+        for k in (keys[a + j], keys[b + j]):
+            total += abs(diff[k])
+            diff[k] = 0  # each key counted once
     return total // 2
 
 

@@ -125,12 +125,27 @@ def test_linking_arguments(loaded):
     """correlation, External id, grid/block, registers, bytes match the raw args row by row."""
     path, events, trace = loaded
     gpu_categories = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
+    # HIP calls taking global work sizes record the grid in work-items; the table holds workgroups
+    work_items = {
+        e["args"].get("correlation")
+        for e in events
+        if e.get("ph") == "X"
+        and str(e.get("cat")).lower() in ("cuda_runtime", "runtime")
+        and e.get("name") in ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
+    }
+
+    def grid(e: dict) -> tuple:
+        g, b = e["args"].get("grid", [None] * 3), e["args"].get("block", [None] * 3)
+        if e["args"].get("correlation") in work_items and str(e.get("cat")).lower() == "kernel":
+            return tuple(-(-x // y) if x is not None and y else x for x, y in zip(g, b))
+        return tuple(g)
+
     want = sorted(
         (
             (
                 e["args"].get("correlation"),
                 e["args"].get("External id"),
-                tuple(e["args"].get("grid", [None] * 3)),
+                grid(e),
                 tuple(e["args"].get("block", [None] * 3)),
                 e["args"].get("registers per thread"),
                 e["args"].get("bytes"),

@@ -24,7 +24,8 @@ from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
-FORMAT_VERSION = 3  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version
+FORMAT_VERSION = 4  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
+# 4: kernel grids in workgroups (ROCm work-item launches divided, gpuan/trace/launch_dims.py)
 ROW_GROUP_ROWS = 1 << 20
 # Integer columns that rise within a kind: delta encoding makes them small and several times faster to
 # decode than plain values under a general-purpose compressor (ts: 60 ms -> 6 ms per 2M rows here).

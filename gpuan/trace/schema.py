@@ -90,7 +90,7 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("correlation", pa.int64(), "runtime-call ↔ GPU-activity correlation id"),
     ("external_id", pa.int64(), "CPU op ↔ runtime/kernel link (Kineto 'External id')"),
     ("rank", pa.int32(), "distributed rank of the trace the event came from"),
-    ("grid_x", pa.int32(), "kernel grid size"),
+    ("grid_x", pa.int32(), "kernel grid size in blocks (workgroups)"),
     ("grid_y", pa.int32(), ""),
     ("grid_z", pa.int32(), ""),
     ("block_x", pa.int32(), "kernel block size"),

@@ -14,6 +14,7 @@ import pyarrow as pa
 from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.reader import RawTrace
+from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_codes, normalise_category
 from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order, sparse_column
@@ -104,7 +105,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
         cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int64()))
     for col in ("collective", "dtype", "pg_name", "pg_ranks", "input_dims", "input_types", "concrete_inputs"):
         cols[col] = column_of(col, lambda r, v: dict_column(v, strings, idx=r, length=n))
-    table = build_table(cols, n)
+    table = grids_in_workgroups(build_table(cols, n))
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
     flows = _flow_table(raw.flows, strings, ids_named, base, rank)

@@ -46,6 +46,8 @@ INT_COLUMNS = {
 }
 # the GPU trace always has these; the API trace (Start, Duration, Name) and the summary modes do not
 HEADER_COLUMNS = frozenset({"Start", "Duration", "Device", "Stream", "Name"})
+# a negative duration or size cannot be measured: such a cell is corrupt, not a value to sum
+NON_NEGATIVE = frozenset({"Duration", "Size"})
 
 _MEMCPY = re.compile(r"\[(?:CUDA|Unified Memory) memcpy ([A-Z])to([A-Z])\]", re.IGNORECASE)
 _MEMSET = re.compile(r"\[CUDA memset\]", re.IGNORECASE)
@@ -72,8 +74,8 @@ def read_nvprof(path: str) -> Trace:
     dur = _scaled(path, "Duration", column("Duration"), TIME_UNITS, unit("Duration"), lines)
     base = int(start[start != NULL].min()) if (start != NULL).any() else 0
     cat, name, correlation, memcpy_kind = _classify(column("Name"))
-    device, device_names = _devices(column("Device"))
-    stream = _ints(path, "Stream", column("Stream"), lines)
+    device, device_names = _devices(path, column("Device"), lines)
+    stream = _ints(path, "Stream", column("Stream"), lines, bits=64)
 
     cols: dict[str, Any] = {
         "ts": int_column(np.where(start != NULL, start - base, NULL), NULL, pa.int64()),
@@ -146,20 +148,33 @@ def _scaled(
     out = np.full(len(cells), NULL, np.int64)
     for i, c in enumerate(cells):
         if c.strip():
-            out[i] = int((_decimal(path, name, c, lines[i]) * factor).to_integral_value(ROUND_HALF_EVEN))
+            value = int((_decimal(path, name, c, lines[i]) * factor).to_integral_value(ROUND_HALF_EVEN))
+            out[i] = _in_range(path, name, c, lines[i], value, 64)
+    if name in NON_NEGATIVE and (out[out != NULL] < 0).any():
+        i = int(np.flatnonzero((out != NULL) & (out < 0))[0])
+        raise TraceError(path, f"line {lines[i]}: {name} value {cells[i]!r} is negative")
     return out
 
 
-def _ints(path: str, name: str, cells: Sequence[str], lines: list[int]) -> np.ndarray:
-    """Return integer cells as int64 (NULL for empty cells)."""
+def _ints(path: str, name: str, cells: Sequence[str], lines: list[int], bits: int = 32) -> np.ndarray:
+    """Return integer cells as int64 (NULL for empty cells); each must fit a signed integer of `bits` bits,
+    the width of its column in the event table."""
     out = np.full(len(cells), NULL, np.int64)
     for i, c in enumerate(cells):
         if c.strip():
             value = _decimal(path, name, c, lines[i])
             if value != value.to_integral_value():
                 raise TraceError(path, f"line {lines[i]}: {name} value {c!r} is not a whole number")
-            out[i] = int(value)
+            out[i] = _in_range(path, name, c, lines[i], int(value), bits)
     return out
+
+
+def _in_range(path: str, name: str, cell: str, line: int, value: int, bits: int) -> int:
+    """Return `value` when it fits a signed integer of `bits` bits (the null value excluded), else raise
+    TraceError naming the line: a bigger one would wrap around in the event table's column."""
+    if not -(1 << (bits - 1)) < value < 1 << (bits - 1):
+        raise TraceError(path, f"line {line}: {name} value {cell.strip()!r} is out of range")
+    return value
 
 
 def _decimal(path: str, name: str, cell: str, line: int) -> Decimal:
@@ -232,9 +247,13 @@ def _kinds(cat: pa.DictionaryArray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()), pa.array(KINDS))
 
 
-def _devices(cells: Sequence[str]) -> tuple[np.ndarray, dict[int, str]]:
-    """Return the device index of each row ("GeForce GTX 950 (0)" → 0) and {index: device name}."""
+def _devices(path: str, cells: Sequence[str], lines: list[int]) -> tuple[np.ndarray, dict[int, str]]:
+    """Return the device index of each row ("GeForce GTX 950 (0)" → 0) and {index: device name}; an index
+    beyond the event table's int16 device column raises TraceError naming its line."""
     parsed = {c: _DEVICE.match(c.strip()) for c in set(cells)}
-    names = {int(m.group(2)): m.group(1) for m in parsed.values() if m}
     index = {c: int(m.group(2)) if m else NULL for c, m in parsed.items()}
+    for i, c in enumerate(cells):
+        if index[c] != NULL:
+            _in_range(path, "Device", parsed[c].group(2), lines[i], index[c], 16)
+    names = {int(m.group(2)): m.group(1) for m in parsed.values() if m}
     return np.array([index[c] for c in cells], np.int64), names

@@ -54,10 +54,14 @@ def read_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
 
 
 def datasheet(gpu: devices.GPU, source: str) -> Roofs:
-    """Return the datasheet roofs of a known GPU; an error if the table has no rates for it."""
+    """Return the datasheet roofs of a known GPU; an error saying how to go on (calibrate it, or score it as
+    the nearest known device) if the table has no rates for it."""
     if not gpu.flops or not gpu.memory_bandwidth:
-        with_rates = [g.name for g in devices.KNOWN if g.flops]
-        raise TraceError(source, f"no peak rates for {gpu.name}; known: {', '.join(with_rates)}")
+        raise TraceError(
+            source,
+            f"no peak rates for {gpu.name}; run `gpuan sol calibrate` on that GPU and score with --ceilings"
+            f" measured, or pass {devices.suggestion(gpu)}",
+        )
     keys = ("flops", "memory_bandwidth", "link_bandwidth", "l2_bandwidth")
     sources = {k: v for k, v in gpu.sources.items() if k in keys}
     l2 = (gpu.l2_bytes, gpu.l2_bandwidth) if gpu.l2_bandwidth else (0, 0.0)
@@ -98,8 +102,11 @@ def roofs_for(metadata: dict, device: str | None, ceilings: str, path: str | Non
                 source,
                 "the trace records no device; pass --device, one of: " + ", ".join([*devices.names(), CPU]),
             )
-    base = datasheet(gpu, source)
-    return measured(gpu.name, base, path, source) if ceilings == "measured" else base
+    if ceilings == "measured":
+        # a part the table has no rates for is scored on its calibrated ceilings alone
+        base = datasheet(gpu, source) if gpu.flops and gpu.memory_bandwidth else None
+        return measured(gpu.name, base, path, source)
+    return datasheet(gpu, source)
 
 
 def peak_key(roofs: Roofs, category: str, dtype: str, tf32: bool = False) -> str | None:

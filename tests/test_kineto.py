@@ -332,11 +332,11 @@ def test_random_strings_and_layouts(tmp_path, monkeypatch, seed):
         assert got == want
 
 
-def test_times_in_exponent_strings_and_null(tmp_path):
-    """Exponent notation is exact to the ns; a ts/dur of null is missing; a number in a string is read."""
+def test_times_in_exponent_form_and_null(tmp_path):
+    """Exponent notation is exact to the ns; a ts/dur of null is missing."""
     text = (
         '{"traceEvents": [{"ph": "X", "name": "e", "ts": 1.7000001234567e15, "dur": 1.23456e3},'
-        '{"ph": "X", "name": "s", "ts": "1700000123456700.5004", "dur": "2"},'
+        '{"ph": "X", "name": "s", "ts": 1700000123456700.5004, "dur": 2},'
         '{"ph": "X", "name": "n", "ts": null, "dur": null}]}'
     )
     p = tmp_path / "e.json"
@@ -347,6 +347,55 @@ def test_times_in_exponent_strings_and_null(tmp_path):
     assert rows["e"]["ts"] + base == 1_700_000_123_456_700_000 and rows["e"]["dur"] == 1_234_560
     assert rows["s"]["ts"] + base == 1_700_000_123_456_700_500 and rows["s"]["dur"] == 2_000
     assert rows["n"]["ts"] is None and rows["n"]["dur"] is None
+
+
+GOOD = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "dur": 1, "args": {"stream": 7}}
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        ("dur", "abc", 'dur is "abc", not a number (microseconds)'),
+        ("dur", "12.5", 'dur is "12.5", not a number (microseconds)'),  # a number in a string is no number either
+        ("ts", float("nan"), "ts is NaN, not a number (microseconds)"),
+        ("ts", 1e300, "ts is 1e+300, not a time gpuan can hold (int64 nanoseconds: within about 292 years)"),
+        ("pid", [0], "pid is [0], not a number or a string"),
+        ("name", 5, "name is 5, not a string"),
+        ("args", [1], "args is [1], not an object"),
+        ("args.device", "gpu0", 'args.device is "gpu0", not an integer (a number or a string of digits)'),
+        ("args.correlation", {"a": 1}, 'args.correlation is {"a": 1}, not an integer (a number or a string of digits)'),
+        ("args.grid", [1, "x", 1], 'args.grid is [1, "x", 1], not a list of integers'),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_bad_input(tmp_path, field, value, problem):
+    """The error names the file, the event (index, name, byte offset) and the field; no cache is written."""
+    from gpuan.errors import TraceError
+
+    bad = json.loads(json.dumps(GOOD))
+    if field.startswith("args."):
+        bad["args"][field[5:]] = value
+    else:
+        bad[field] = value
+    path = write_json(tmp_path, "t.json", {"traceEvents": [GOOD, GOOD, bad, GOOD]})
+    offset = len('{"traceEvents": [') + 2 * len(json.dumps(GOOD) + ", ")
+    name = "" if field == "name" else " 'k'"
+    with pytest.raises(TraceError) as err:
+        gpuan.load(path)
+    assert str(err.value) == f"{path}: traceEvents[2]{name} at byte {offset}: {problem}"
+    assert not list(tmp_path.glob("*.parquet"))
+
+
+def test_values_real_traces_write_are_not_wrong_types(tmp_path):
+    """What the real traces hold: string pids/tids, numbers in strings in args (ROCm's "bytes": "1",
+    "stream": "0x0"), Triton's grid written as text on its cpu_op, nulls."""
+    events = [
+        {**GOOD, "pid": "Spans", "tid": "stream 7"},
+        {**GOOD, "args": {"bytes": "12", "stream": "0x7", "correlation": None}},
+        {**GOOD, "cat": "cpu_op", "args": {"grid": "grid(100,)", "Input Dims": [[1, 2]]}},
+    ]
+    rows = gpuan.load(write_json(tmp_path, "ok.json", events), use_cache=False).events.to_pylist()
+    assert len(rows) == 3
+    assert sorted(r["bytes"] for r in rows if r["bytes"] is not None) == [12]
 
 
 def test_missing_times_sort_last_whatever_the_file_order(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -223,6 +224,13 @@ class _Scratch:
         # one event's fields side by side: the scanner fills a row at a time
         self.o64 = np.empty((threads, cap, len(sc.F64)), np.int64)
         self.o32 = np.empty((threads, cap, len(sc.F32)), np.int32)
+        self.bad_at = -1  # where the value of the wrong type starts (status WRONG_TYPE)
+
+    def note_wrong_type(self, status: int, t: int, row: int) -> None:
+        """Keep where thread t's scan found a value of the wrong type (the scanner wrote it into the row
+        it was filling) before the scratch is reused."""
+        if status == sc.WRONG_TYPE:
+            self.bad_at = int(self.o64[t, row, sc.I64["bad_at"]])
 
 
 def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0):
@@ -261,6 +269,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             region = n - pos
             if threads == 1 or region < MIN_PARALLEL_BYTES:
                 status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
+                scratch.note_wrong_type(status, 0, rows)
                 _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
             else:
                 status, pos = _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out)
@@ -270,6 +279,9 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
                 break
             if status == sc.BAD:
                 raise TraceError(path, f"malformed JSON near byte {src.offset_of(pos)}")
+            if status == sc.WRONG_TYPE:
+                index = out.rows + int(out.f_count[0]) + len(out.meta)  # every event before it is drained
+                raise TraceError(path, wrong_type(buf, pos, have, scratch.bad_at, index, src.offset_of(pos)))
             # NEED_MORE: keep the unfinished event and read on
             if eof:
                 raise TraceError(path, "trace ends in the middle of the events (truncated file)")
@@ -343,11 +355,64 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
             else:
                 tables.grow()
             status, p, rows = _scan_serial(buf, p, ends[k], n, k, scratch, tables, out, rows)
+        scratch.note_wrong_type(status, k, rows)
         _take(k, scratch.o64[k], scratch.o32[k], rows, out, tables)
         resume = p
         if status != sc.OK_END:
             return status, p
     return sc.NEED_MORE, resume
+
+
+#: what each checked field must hold, by its key (args keys: those the scanner reads as numbers or lists)
+_TOP_LEVEL_EXPECTED = {
+    "ts": "a number (microseconds)", "dur": "a number (microseconds)", "pid": "a number or a string",
+    "tid": "a number or a string", "ph": "a string", "name": "a string", "cat": "a string", "args": "an object",
+}  # fmt: skip
+_LIST_ARGS = ("grid", "block")
+_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def wrong_type(buf: np.ndarray, pos: int, n: int, value_at: int, index: int, offset: int) -> str:
+    """Return the one-line problem for the event at buf[pos] (traceEvents[index], at byte `offset` of the
+    file) whose value at buf[value_at] has the wrong type: the event, the field, the value, what it must be."""
+    b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
+    m = _KEY_BEFORE.search(buf[pos:value_at].tobytes())
+    key = _decode(m.group(1)) if m else "?"
+    if key in _TOP_LEVEL_EXPECTED:  # the args keys gpuan checks are not top-level keys
+        field_name, expected = key, _TOP_LEVEL_EXPECTED[key]
+    else:
+        field_name = f"args.{key}"
+        expected = "a list of integers" if key in _LIST_ARGS else "an integer (a number or a string of digits)"
+    end = sc.skip_value(buf, b64, value_at, n)
+    value = buf[value_at : end if end > value_at else min(n, value_at + 60)].tobytes().decode("utf-8", "replace")
+    if len(value) > 40:
+        value = value[:37] + "..."
+    if key in ("ts", "dur") and _is_number(value):
+        expected = "a time gpuan can hold (int64 nanoseconds: within about 292 years)"
+    ev_end = sc.skip_value(buf, b64, pos, n)
+    return (
+        f"traceEvents[{index:,}]{_event_name(buf[pos : ev_end if ev_end > pos else n].tobytes())} at byte "
+        f"{offset:,}: {field_name} is {value}, not {expected}"
+    )
+
+
+def _is_number(text: str) -> bool:
+    """Whether `text` is a JSON number (not NaN, Infinity or a string)."""
+    return _JSON_NUMBER.fullmatch(text) is not None
+
+
+def _event_name(event: bytes) -> str:
+    """Return " 'NAME'" for the event's JSON text (maybe cut short) that has a string name, else ""."""
+    try:
+        name = json.loads(event).get("name")
+    except (ValueError, AttributeError):
+        m = _NAME.search(event)
+        name = _decode(m.group(1)) if m else None
+    if not isinstance(name, str):
+        return ""
+    return f" {name if len(name) <= 60 else name[:57] + '...'!r}"
 
 
 def fill(src: ByteSource, buf: np.ndarray, have: int) -> tuple[int, bool]:

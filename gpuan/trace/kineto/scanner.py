@@ -25,12 +25,13 @@ ARRAY_END = 1  # the closing ']' of the events array was reached; pos is just af
 GROW = 2  # the intern table or its pool is full: grow them and call again from pos
 FULL = 3  # the scratch columns are full: drain them and call again from pos
 NEED_MORE = 4  # an event runs past the end of the buffer: read more bytes and call again from pos
+WRONG_TYPE = 5  # the event at pos has a field of the wrong type; its value starts at the row's "bad_at"
 BAD = -1  # malformed JSON at pos
 
 # 64-bit scratch fields.
 F64 = (
     "ts", "dur", "pid", "tid", "correlation", "external_id", "flow_id", "stream", "shared_memory",
-    "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid", "sort_index",
+    "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid", "sort_index", "bad_at",
 )  # fmt: skip
 # 32-bit scratch fields: single characters, small numbers and string ids.
 F32 = (
@@ -109,7 +110,7 @@ K_TRACE_EVENTS = np.uint64(key_hash("traceEvents"))
 
 # Scratch indices as plain ints so numba folds them into constants.
 S_TS, S_DUR, S_PID, S_TID, S_CORR, S_EXT, S_FLOW, S_STREAM, S_SHMEM, S_BYTES = range(10)
-S_IN_N, S_OUT_N, S_SEQ, S_FWD, S_SORT = range(10, 15)
+S_IN_N, S_OUT_N, S_SEQ, S_FWD, S_SORT, S_BAD = range(10, 16)
 T_PH, T_BP, T_CAT, T_NAME, T_PID_STR, T_TID_STR, T_DEVICE = range(7)
 T_GRID, T_BLOCK = 7, 10
 T_REGS, T_GROUP, T_COLL, T_DTYPE, T_PG_NAME, T_PG_RANKS = range(13, 19)
@@ -393,17 +394,16 @@ def parse_ns(buf, b64, pos, n):
 
 @njit(cache=True, inline="always")
 def _time_value(buf, b64, pos, n):
-    """Parse a ts/dur value: a number, a string holding one, or null (missing: NULL64)."""
+    """Parse a ts/dur value: a JSON number, or null (missing: NULL64). Returns (value, end, ok): ok is
+    False for any other value (a string, NaN, true) and for a number beyond int64 nanoseconds."""
     c = buf[pos]
-    if c == 34:
-        e = string_end(buf, b64, pos + 1, n)
-        if e < 0:
-            return NULL64, -1
-        v, end = parse_ns(buf, b64, pos + 1, n)
-        return (v, e + 1) if end == e else (NULL64, e + 1)
+    e = skip_value(buf, b64, pos, n)
     if c == 45 or 48 <= c <= 57:
-        return parse_ns(buf, b64, pos, n)
-    return NULL64, skip_value(buf, b64, pos, n)
+        v, end = parse_ns(buf, b64, pos, n)
+        if end < 0 and e >= 0:
+            return NULL64, e, False  # a whole token that is no time: "-", or out of range
+        return v, end, True
+    return NULL64, e, c == 110  # null
 
 
 @njit(cache=True, inline="always")
@@ -456,6 +456,19 @@ def parse_int(buf, b64, pos, n):
 
 
 @njit(cache=True, inline="always")
+def _int_value(buf, b64, pos, n):
+    """Parse an integer-valued field: a JSON number, a string holding a decimal or 0x-hex integer, or
+    null. Returns (value or NULL64, end or -1, ok): ok is False for any other value."""
+    c = buf[pos]
+    v, e = parse_int(buf, b64, pos, n)
+    if e < 0 or c == 45 or 48 <= c <= 57:
+        return v, e, True
+    if c == 34:
+        return v, e, v != NULL64
+    return v, e, c == 110
+
+
+@njit(cache=True, inline="always")
 def _int32(v):
     if v == NULL64 or v > 2147483647 or v < -2147483647:
         return NULL32
@@ -464,9 +477,14 @@ def _int32(v):
 
 @njit(cache=True)
 def _parse_triple(buf, b64, pos, n, o32, col, row):
-    """Parse an array of up to three integers (grid/block) into o32[row, col:col+3]."""
-    if buf[pos] != 91:
-        return skip_value(buf, b64, pos, n)
+    """Parse an array of up to three integers (grid/block) into o32[row, col:col+3]. Returns the end
+    position, -1 on error or truncation, -3 (the value's position in o32 is not needed: the caller
+    knows it) when the value is neither such an array, nor null, nor a string (Triton's launcher records
+    its grid as text, e.g. "grid(100,)", on the cpu_op)."""
+    c = buf[pos]
+    if c != 91:
+        e = skip_value(buf, b64, pos, n)
+        return e if e < 0 or c == 34 or c == 110 else -3
     pos += 1
     k = 0
     while True:
@@ -475,9 +493,11 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             return -1
         if buf[pos] == 93:
             return pos + 1
-        v, pos = parse_int(buf, b64, pos, n)
+        v, pos, ok = _int_value(buf, b64, pos, n)
         if pos < 0:
             return -1
+        if not ok:
+            return -3
         if k < 3:
             o32[row, col + k] = _int32(v)
         k += 1
@@ -583,9 +603,14 @@ def _arg_target(h):
 @njit(cache=True)
 def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
-    -2 when the intern table is full."""
+    -2 when the intern table is full, -3 when a value gpuan reads has the wrong type (its position in
+    the row's S_BAD)."""
     if buf[pos] != 123:
-        return skip_value(buf, b64, pos, n)
+        e = skip_value(buf, b64, pos, n)
+        if e >= 0 and buf[pos] != 110:
+            o64[row, S_BAD] = pos
+            return -3
+        return e
     pos = skip_ws(buf, pos + 1, n)
     if pos < n and buf[pos] == 125:
         return pos + 1
@@ -597,8 +622,12 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
             return -1
         sid = NULL32
         how, col = _arg_target(h)
+        at = pos
         if how == INT64 or how == INT32:
-            v, pos = parse_int(buf, b64, pos, n)
+            v, pos, ok = _int_value(buf, b64, pos, n)
+            if not ok:
+                o64[row, S_BAD] = at
+                return -3
             if how == INT64:
                 o64[row, col] = v
             else:
@@ -608,6 +637,9 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
             o32[row, col] = sid
         elif how == TRIPLE:
             pos = _parse_triple(buf, b64, pos, n, o32, col, row)
+            if pos == -3:
+                o64[row, S_BAD] = at
+                return -3
         else:
             pos = skip_value(buf, b64, pos, n)
         if sid == -1:
@@ -636,7 +668,8 @@ def _clear_row(o64, o32, row):
 @njit(cache=True)
 def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse one event object starting at pos ('{'). Returns the end position, -1 on error or
-    truncation (the caller tells them apart by the position), -2 when the intern table is full."""
+    truncation (the caller tells them apart by the position), -2 when the intern table is full, -3 when
+    a field has the wrong type (the position of its value in o64[row, S_BAD])."""
     _clear_row(o64, o32, row)
     pos = skip_ws(buf, pos + 1, n)
     if pos < n and buf[pos] == 125:
@@ -649,31 +682,40 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
             return -1
         sid = NULL32
         col = -1  # the string column this key's value goes to, interned at the one call site below
+        at = pos
+        ok = True
         if h == K_PH or h == K_BP:
             c = buf[pos]
             e = skip_value(buf, b64, pos, n)
             if c == 34 and e > pos + 2:
                 o32[row, T_PH if h == K_PH else T_BP] = buf[pos + 1]
+            ok = c == 34 or c == 110
             pos = e
-        elif h == K_NAME:
-            col = T_NAME
-        elif h == K_CAT:
-            col = T_CAT
+        elif h == K_NAME or h == K_CAT:
+            c = buf[pos]
+            if c == 34 or c == 110:
+                col = T_NAME if h == K_NAME else T_CAT
+            else:
+                ok = False
+                pos = skip_value(buf, b64, pos, n)
         elif h == K_TS or h == K_DUR:
-            o64[row, S_TS if h == K_TS else S_DUR], pos = _time_value(buf, b64, pos, n)
+            o64[row, S_TS if h == K_TS else S_DUR], pos, ok = _time_value(buf, b64, pos, n)
         elif h == K_PID or h == K_TID:
             if buf[pos] == 34:
                 col = T_PID_STR if h == K_PID else T_TID_STR
             else:
-                o64[row, S_PID if h == K_PID else S_TID], pos = parse_int(buf, b64, pos, n)
+                o64[row, S_PID if h == K_PID else S_TID], pos, ok = _int_value(buf, b64, pos, n)
         elif h == K_ID:
             o64[row, S_FLOW], pos = parse_int(buf, b64, pos, n)
         elif h == K_ARGS:
             pos = _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st)
-            if pos == -2:
-                return -2
+            if pos == -2 or pos == -3:
+                return pos
         else:
             pos = skip_value(buf, b64, pos, n)
+        if not ok and pos >= 0:
+            o64[row, S_BAD] = at
+            return -3
         if col >= 0:
             sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, col] = sid
@@ -724,6 +766,8 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st)
         e = _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st)
         if e == -2:
             return GROW, pos, row
+        if e == -3:
+            return WRONG_TYPE, pos, row
         if e < 0:
             # distinguish an event cut by the buffer end from a malformed one
             if skip_value(buf, b64, pos, n) < 0:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from gpuan.sol.dtypes import SCALAR_TYPES, dtype_of
+from gpuan.sol.schemas import functional
 
 #: the report's layer types, in report order
 CATEGORIES = (
@@ -575,12 +576,14 @@ def op_key(name: str) -> str:
 
 
 def cost(name: str, call: Call) -> Cost | None:
-    """Return the cost of one call of operator `name`, or None if there is no model or too little shape
-    information."""
+    """Return the cost of one call of operator `name` (its ``out=`` outputs, if recorded among the arguments,
+    counted once as the written output), or None if there is no model or too little shape information."""
     model = MODELS.get(op_key(name))
     if model is None:
         return None
+    # an out= variant's output is among its recorded arguments: the models read the functional call
+    dims, types, concrete = functional(name, call.dims, call.types, call.concrete)
     try:
-        return model(call)
+        return model(call._replace(dims=dims, types=types, concrete=concrete))
     except (IndexError, ValueError, TypeError, ZeroDivisionError):  # a shape the model did not foresee
         return None

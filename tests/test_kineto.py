@@ -433,3 +433,23 @@ def test_negative_durations_and_no_timestamps_are_bad_input(tmp_path):
     with pytest.raises(TraceError, match="no complete event has a timestamp"):
         gpuan.load(write_json(tmp_path, "nots.json", {"traceEvents": no_ts}), use_cache=False)
     assert not list(tmp_path.glob("*.parquet"))  # no cache written for a bad trace
+
+
+@pytest.mark.parametrize("name", ["mi300x_qwen05b_inference.json.gz", "v100_ddp_6steps_trace_diff_test.json.gz"])
+def test_shapes_are_one_line_in_one_form(data_dir, name):
+    """Pretty-printed (Qwen, across lines) and compact (V100) Input Dims come out the same way: the test
+    re-dumps each raw value with json.dumps; the cpu_ops' shapes, counted by text, are the file's."""
+    path = data_dir / "kineto" / name
+    want = Counter(
+        (e["name"], json.dumps(e["args"]["Input Dims"]), json.dumps(e["args"].get("Input type")))
+        for e in json.loads(gzip.open(path).read())["traceEvents"]
+        if e.get("cat") == "cpu_op" and "Input Dims" in e.get("args", {})
+    )
+    ev = gpuan.load(path, use_cache=False).of_kind("cpu_op")
+    got = Counter(
+        (n, d, t)
+        for n, d, t in zip(ev["name"].to_pylist(), ev["input_dims"].to_pylist(), ev["input_types"].to_pylist())
+        if d is not None
+    )
+    assert got == want
+    assert not any("\n" in d for _, d, _ in got)

@@ -24,8 +24,9 @@ from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
-FORMAT_VERSION = 4  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
-# 4: kernel grids in workgroups (ROCm work-item launches divided, gpuan/trace/launch_dims.py)
+FORMAT_VERSION = 5  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
+# 4: kernel grids in workgroups (ROCm work-item launches divided, gpuan/trace/launch_dims.py); 5: shapes in
+# one line (gpuan/trace/kineto/shapes.py)
 ROW_GROUP_ROWS = 1 << 20
 # Integer columns that rise within a kind: delta encoding makes them small and several times faster to
 # decode than plain values under a general-purpose compressor (ts: 60 ms -> 6 ms per 2M rows here).
@@ -150,6 +151,14 @@ def read(path: str | os.PathLike) -> Trace:
         missing = [f.name for f in SCHEMA if f.name not in schema.names]
         if missing:
             raise TraceError(path, f"Parquet file lacks columns {', '.join(missing)}")
+        # the columns are assembled under the event schema without a cast: another type would be misread
+        wrong = [
+            f"{f.name} is {schema.field(f.name).type}, not {f.type}"
+            for f in SCHEMA
+            if schema.field(f.name).type != f.type
+        ]
+        if wrong:
+            raise TraceError(path, f"Parquet column {wrong[0]}")
         with _steady_memory_pool():
             pieces = [_read_row_group(pf, schema.names, i) for i in range(pf.num_row_groups)]
     except (OSError, pa.ArrowException) as e:

@@ -14,6 +14,7 @@ import pyarrow as pa
 from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.reader import RawTrace
+from gpuan.trace.kineto.shapes import one_line_codes
 from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_codes, normalise_category
@@ -103,8 +104,10 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
         cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int32()))
     for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
         cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int64()))
-    for col in ("collective", "dtype", "pg_name", "pg_ranks", "input_dims", "input_types", "concrete_inputs"):
+    for col in ("collective", "dtype", "pg_name"):
         cols[col] = column_of(col, lambda r, v: dict_column(v, strings, idx=r, length=n))
+    for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
+        cols[col] = column_of(col, lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n))
     table = grids_in_workgroups(build_table(cols, n))
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))

@@ -121,8 +121,8 @@ def lookup(name: str, source: str = "--device") -> GPU:
         close = _close_names(name) or [nearest(name)]
         raise TraceError(
             source,
-            f"unknown device {name!r}; closest known: {', '.join(g.name for g in close)} "
-            f"(all known: {', '.join(names())})",
+            f"unknown device {name!r}; closest known: {', '.join(g.name for g in close)}; "
+            f"known devices: {', '.join(names())}",
         )
     return gpu
 
@@ -168,6 +168,11 @@ def from_properties(props: dict[str, Any], source: str) -> GPU:
         major, minor = props.get("computeMajor"), props.get("computeMinor")
         cc = (int(major), int(minor)) if isinstance(major, int) and isinstance(minor, int) else None
         name = str(props.get("name"))
+        assumed = {"blocks_per_sm": "assumed 32"}
+        if _vendor_of(name) == "AMD" and "registers_per_sm" not in recorded:
+            # ROCm never records a per-CU register count, and its kernels record no registers to fit
+            recorded["registers_per_sm"] = 65536
+            assumed["registers_per_sm"] = "assumed 65,536 (ROCm reports no per-CU register count)"
         if len(recorded) < 4:
             near = nearest(name, cc, recorded.get("sms"))
             raise TraceError(
@@ -179,8 +184,8 @@ def from_properties(props: dict[str, Any], source: str) -> GPU:
             name, blocks_per_sm=32, copy_engines=2, link="PCIe (unknown generation)",
             link_bandwidth=PCIE_X16[4], compute_capability=cc or (0, 0), vendor=_vendor_of(name),
             segment=_segment_of(name), **recorded,
-            sources={"per-SM limits": "the trace's deviceProperties", "blocks_per_sm": "assumed 32",
-                     "copy_engines": "assumed 2 (one per direction)"},
+            sources={"per-SM limits": "the trace's deviceProperties", "copy_engines": "assumed 2 (one per direction)"}
+            | assumed,
         )  # fmt: skip
     changed = {k: v for k, v in recorded.items() if getattr(base, k) != v}
     if not changed:

@@ -68,7 +68,7 @@ _V100_L2_SOURCE = (
 )
 V100_SXM2 = _nv(
     "Tesla V100-SXM2", (7, 0), 80, "PCIe 3.0 x16", arch="Volta", copy_engines=6,
-    aliases=("v100", "v100-sxm2", "v100 sxm2", "v100-sxm2-16gb", "v100-sxm2-32gb", "v100-dgxs", "v100-dgxs-32gb"),
+    aliases=("v100", "v100-sxm2", "v100 sxm2", "v100-sxm2-32gb", "v100-dgxs", "v100-dgxs-32gb"),
     flops=peaks(vector_fp64=7.8, vector_fp32=15.7, tensor_fp16=125), memory_bandwidth=900e9,
     memory_bytes=32 * GIB, l2_bytes=6 * 2**20, l2_bandwidth=_V100_L2,
     sources={
@@ -81,6 +81,10 @@ V100_SXM2 = _nv(
         "l2_bytes": "NVIDIA Tesla V100 GPU Architecture whitepaper: 6144 KB L2",
         "l2_bandwidth": _V100_L2_SOURCE,
     },
+)  # fmt: skip
+V100_SXM2_16GB = _variant(
+    V100_SXM2, "Tesla V100-SXM2-16GB", ("v100-sxm2-16gb", "v100 16gb"),
+    {"memory_bandwidth": "NVIDIA Tesla V100 datasheet, SXM2: 900 GB/s HBM2 (16 GB)"}, memory_bytes=16 * GIB,
 )  # fmt: skip
 V100_PCIE = _variant(
     V100_SXM2, "Tesla V100-PCIE", ("v100-pcie", "v100 pcie", "v100-pcie-16gb", "v100-pcie-32gb"),
@@ -400,7 +404,7 @@ RTX_5090 = _nv(
 )  # fmt: skip
 
 KNOWN: tuple[GPU, ...] = (
-    GTX_950, QUADRO_GP100, V100_SXM2, V100_PCIE,
+    GTX_950, QUADRO_GP100, V100_SXM2, V100_SXM2_16GB, V100_PCIE,
     A100_SXM4_80GB, A100_SXM4_40GB, A100_PCIE_80GB, A100_PCIE_40GB, A30, A10, A40, RTX_A6000, RTX_3090,
     L40S, L40, L4, RTX_6000_ADA, RTX_4090,
     H100_SXM5, H100_PCIE, H100_NVL, H200, H200_NVL, H20, GH200, GH200_144GB,

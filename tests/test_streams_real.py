@@ -141,7 +141,7 @@ def test_json_report(data_dir, capsys):
     "args, message",
     [
         (["kineto/a100_alexnet.json.gz", "--streams", "2"], "not a single-stream trace"),
-        (["nvprof/mem_mem_1stream_10M.csv", "--streams", "2", "--device", "Z300"], "unknown device 'Z300'; closest known"),
+        (["nvprof/mem_mem_1stream_10M.csv", "--streams", "2", "--device", "Z300"], "unknown device 'Z300'; closest"),
         (["nvprof/mem_mem_1stream_10M.csv", "--streams", "2", "--stream", "99"], "no GPU operations on stream 99"),
         (["kineto/cpu_tiny_lm_prefill_decode.json.gz", "--streams", "2"], "no GPU operations"),
     ],

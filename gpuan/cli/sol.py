@@ -65,10 +65,12 @@ def run(args) -> int:
         df = report.frame(scored)
         out = {
             "totals": report.totals(scored, df),
-            "by_layer_type": _records(report.section(df, "layer", scored.busy_ns)),
-            "by_function": _records(report.section(df, "name", scored.busy_ns)),
-            "by_phase": _records(report.by_phase(df, scored.busy_ns)),
+            # every share is of totals.op_ms (the ops' times summed)
+            "by_layer_type": _records(report.section(df, "layer", scored.op_ns)),
+            "by_function": _records(report.section(df, "name", scored.op_ns)),
+            "by_phase": _records(report.by_phase(df, scored.op_ns)),
             "roofs": {"flops": scored.roofs.flops, "memory_bandwidth": scored.roofs.memory_bandwidth,
+                      "l2_bytes": scored.roofs.l2_bytes, "l2_bandwidth": scored.roofs.l2_bandwidth,
                       "sources": scored.roofs.sources},
         }  # fmt: skip
         print(json.dumps(out, indent=1, default=float))

@@ -37,8 +37,9 @@ def frame(scored: Scored) -> pd.DataFrame:
     return df
 
 
-def section(df: pd.DataFrame, by: str, busy_ns: int) -> pd.DataFrame:
-    """Return one row per value of `by`: ops, estimated ms (modelled ops), share of busy time, measured ms,
+def section(df: pd.DataFrame, by: str, total_ns: int) -> pd.DataFrame:
+    """Return one row per value of `by`: ops, estimated ms (modelled ops), share (measured / `total_ns`, the
+    summed op time :attr:`Scored.op_ns`, so the rows add up to 100 %), measured ms (the ops' times summed),
     efficiency (estimated / measured over the modelled ops), sorted by measured time."""
     modelled = ~df["model_missing"]
     g = df.assign(
@@ -49,7 +50,7 @@ def section(df: pd.DataFrame, by: str, busy_ns: int) -> pd.DataFrame:
         {
             "ops": g.size(),
             "estimated_ms": g["est"].sum() / 1e6,
-            "share": g["measured_ns"].sum() / busy_ns if busy_ns else np.nan,
+            "share": g["measured_ns"].sum() / total_ns if total_ns else np.nan,
             "measured_ms": g["measured_ns"].sum() / 1e6,
             "efficiency": g["est"].sum() / g["meas_modelled"].sum().replace(0, np.nan),
         }
@@ -57,9 +58,10 @@ def section(df: pd.DataFrame, by: str, busy_ns: int) -> pd.DataFrame:
     return out.sort_values("measured_ms", ascending=False)
 
 
-def by_phase(df: pd.DataFrame, busy_ns: int) -> pd.DataFrame:
+def by_phase(df: pd.DataFrame, total_ns: int) -> pd.DataFrame:
     """Return the by-phase section with the hierarchy rolled up: an op in ``a/b/c`` counts in ``a``,
-    ``a/b`` and ``a/b/c``; rows in path order, so children follow their parent."""
+    ``a/b`` and ``a/b/c``; rows in path order, so children follow their parent. The top-level rows (and
+    "(none)") add up to 100 % of `total_ns`; a child's share is also in its parent's."""
     parts = df["phase"].str.split("/")
     depth = parts.str.len().max() if len(df) else 0
     rolled = []
@@ -67,7 +69,7 @@ def by_phase(df: pd.DataFrame, busy_ns: int) -> pd.DataFrame:
         has = parts.str.len() >= d
         sub = df[has].assign(phase=parts[has].str[:d].str.join("/"))
         rolled.append(sub)
-    table = section(pd.concat(rolled) if rolled else df, "phase", busy_ns)
+    table = section(pd.concat(rolled) if rolled else df, "phase", total_ns)
     return table.sort_index(key=lambda ix: ix.map(lambda p: (p == "(none)", p)))
 
 
@@ -78,14 +80,20 @@ def top_lost(df: pd.DataFrame, n: int = 10) -> pd.DataFrame:
 
 
 def totals(scored: Scored, df: pd.DataFrame) -> dict:
-    """Return the totals line's facts: device, roofs, ops, busy ms, modelled share, model errors."""
+    """Return the totals line's facts: device, roofs, ops, busy ms (the union of activity), op ms (the ops'
+    times summed: what every share is of), overlap ms (op − busy), modelled share (of op ms), estimated ms,
+    model errors and the ops scored against the L2 roof."""
     return {
         "device": scored.roofs.device,
         "ceilings": scored.roofs.kind,
         "ops": int(len(df)),
         "modelled_ops": int((~df["model_missing"]).sum()),
         "busy_ms": scored.busy_ns / 1e6,
+        "op_ms": scored.op_ns / 1e6,
+        "overlap_ms": scored.overlap_ns / 1e6,
+        "shares_of": "op_ms",
         "modelled_share": scored.modelled_share,
+        "l2_ops": int((df["bound"] == "memory (L2)").sum()),
         "estimated_ms": float(df["estimated_ns"].where(~df["model_missing"], 0).sum() / 1e6),
         "model_errors": int(df["model_error"].sum()),
     }
@@ -110,25 +118,34 @@ def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
     df = frame(scored)
     console = Console(file=io.StringIO(), record=True, width=width or 120, color_system=None)
     t = totals(scored, df)
-    head = "CPU op time" if scored.on_cpu else "GPU time"
+    unit = "CPU" if scored.on_cpu else "GPU"
     console.print(scored.source, soft_wrap=True)
     console.print(
         f"device {t['device']} ({t['ceilings']} roofs)   ops {t['ops']:,}   modelled {t['modelled_ops']:,}   "
-        f"model errors {t['model_errors']}",
+        f"on the L2 roof {t['l2_ops']:,}   model errors {t['model_errors']}",
+        soft_wrap=True,
+    )
+    busy = "top-level ops" if scored.on_cpu else "union of its activity"
+    if t["overlap_ms"] >= 0:
+        gap = f"{t['overlap_ms']:,.3f} ms of it overlapped: ops running at the same time"
+    else:
+        gap = f"{-t['overlap_ms']:,.3f} ms of busy time in no scored op"
+    console.print(
+        f"{unit} busy {t['busy_ms']:,.3f} ms ({busy})   op time {t['op_ms']:,.3f} ms (ops' times summed; {gap})",
         soft_wrap=True,
     )
     console.print(
-        f"{head} {t['busy_ms']:,.3f} ms   modelled share of {head} {t['modelled_share']:.1%}   "
+        f"shares are of op time   modelled {t['modelled_share']:.1%} of op time   "
         f"estimated {t['estimated_ms']:,.3f} ms",
         soft_wrap=True,
     )
     for title, table in (
-        ("by layer type", section(df, "layer", scored.busy_ns)),
-        ("by function", section(df, "name", scored.busy_ns).head(top)),
-        ("by phase", by_phase(df, scored.busy_ns)),
+        ("by layer type", section(df, "layer", scored.op_ns)),
+        ("by function", section(df, "name", scored.op_ns).head(top)),
+        ("by phase (a phase holds its children: top-level rows add up)", by_phase(df, scored.op_ns)),
     ):
         rt = Table(title=title, title_justify="left")
-        rt.add_column(title.removeprefix("by "), overflow="ellipsis", max_width=52, no_wrap=True)
+        rt.add_column(title.removeprefix("by ").split(" (")[0], overflow="ellipsis", max_width=52, no_wrap=True)
         for c in SECTION_COLUMNS:
             rt.add_column(c.replace("_", " "), justify="right")
         for key, row in table.iterrows():
@@ -139,9 +156,18 @@ def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
         console.print(rt)
     lost = top_lost(df, top)
     rt = Table(title=f"top {len(lost)} ops by lost time", title_justify="left")
-    for c in ("op", "phase", "shapes", "bound", "estimated us", "measured us", "efficiency"):
+    # fixed widths that fit 120 columns: the figures and the bound whole, names and shapes cut with "…"
+    for c, width in (
+        ("op", 22),
+        ("phase", 10),
+        ("shapes", 28),
+        ("bound", 11),
+        ("est. us", 8),
+        ("meas. us", 8),
+        ("efficiency", 11),
+    ):
         rt.add_column(c, justify="left" if c in ("op", "phase", "shapes", "bound") else "right", overflow="ellipsis",
-                      max_width=40 if c == "shapes" else 32, no_wrap=True)  # fmt: skip
+                      width=width, no_wrap=True)  # fmt: skip
     for _, r in lost.iterrows():
         shapes = r["input_dims"] if isinstance(r["input_dims"], str) else "–"
         rt.add_row(
@@ -177,8 +203,8 @@ def _xlsx(scored: Scored, path: Path) -> None:
     with pd.ExcelWriter(path, engine="xlsxwriter") as xl:
         summary = pd.DataFrame([totals(scored, df)])
         summary.to_excel(xl, sheet_name="totals", index=False)
-        section(df, "layer", scored.busy_ns).to_excel(xl, sheet_name="by layer type")
-        section(df, "name", scored.busy_ns).to_excel(xl, sheet_name="by function")
-        by_phase(df, scored.busy_ns).to_excel(xl, sheet_name="by phase")
+        section(df, "layer", scored.op_ns).to_excel(xl, sheet_name="by layer type")
+        section(df, "name", scored.op_ns).to_excel(xl, sheet_name="by function")
+        by_phase(df, scored.op_ns).to_excel(xl, sheet_name="by phase")
         top_lost(df, 50).to_excel(xl, sheet_name="top lost", index=False)
         df[TABLE_COLUMNS].to_excel(xl, sheet_name="ops", index=False)

@@ -61,8 +61,11 @@ OPS_SCHEMA = pa.schema(
 class Scored:
     """``ops``: one row per op (the columns of :data:`OPS_SCHEMA` plus category, dtype, peak, flops, bytes,
     intensity, estimated_ns, bound, efficiency, model_error, lost_ns); ``busy_ns``: the GPU's busy time
-    (union of all its activities), or on a CPU trace the time of the top-level ops, which the share of time
-    modelled is taken of."""
+    (union of all its activities, per GPU), or on a CPU trace the time of the top-level ops.
+
+    Every share is taken of :attr:`op_ns`, the ops' measured times summed, so that the rows of a table add
+    up to 100 %. It differs from the busy time: ops on concurrent streams overlap (their sum exceeds the
+    union, by :attr:`overlap_ns`), and on the CPU top-level ops spend time outside the scored ops."""
 
     ops: pa.Table
     roofs: Roofs
@@ -72,10 +75,21 @@ class Scored:
     on_cpu: bool = False
 
     @property
+    def op_ns(self) -> int:
+        """The ops' measured times summed: what every share is a share of."""
+        return int(pc.sum(self.ops["measured_ns"]).as_py() or 0)
+
+    @property
+    def overlap_ns(self) -> int:
+        """Summed op time minus busy time: > 0 where ops ran at the same time (concurrent streams), < 0 where
+        busy time lies outside every scored op (CPU traces)."""
+        return self.op_ns - self.busy_ns
+
+    @property
     def modelled_share(self) -> float:
-        """The share of busy time spent in modelled ops."""
+        """The share of summed op time spent in modelled ops."""
         modelled = pc.sum(self.ops.filter(pc.invert(self.ops["model_missing"]))["measured_ns"]).as_py()
-        return (modelled or 0) / self.busy_ns if self.busy_ns else 0.0
+        return (modelled or 0) / self.op_ns if self.op_ns else 0.0
 
 
 def score(
@@ -105,7 +119,7 @@ def _strings(table: pa.Table, name: str) -> pa.Array:
 
 
 class TraceOps(NamedTuple):
-    """``ops``: one row per op to score (:data:`OPS_SCHEMA`); ``busy_ns``: the time their share is taken of;
+    """``ops``: one row per op to score (:data:`OPS_SCHEMA`); ``busy_ns``: the busy time they fall in;
     ``resolution_ns``: the resolution of the trace's clock (1000 where every time is a whole µs);
     ``on_cpu``: the trace has no GPU activity."""
 

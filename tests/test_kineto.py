@@ -10,7 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pyarrow.compute as pc
 import pytest
-from conftest import kineto_files
+from conftest import DATA, kineto_files
 
 import gpuan
 from gpuan.trace.kineto import reader
@@ -453,3 +453,53 @@ def test_shapes_are_one_line_in_one_form(data_dir, name):
     )
     assert got == want
     assert not any("\n" in d for _, d, _ in got)
+
+
+@pytest.mark.parametrize("name", [p.name for p in sorted((DATA / "kineto").glob("mi*.json.gz"))] or ["(none)"])
+def test_rocm_gpu_events_name_a_listed_device(data_dir, name):
+    """ROCm kernels carry HSA agent ids (CPU agents are numbered first); the table's device is an index
+    of deviceProperties, so the device has the listed name. Truth from the raw file: the agents its GPU
+    events carry and the devices it lists (one model in each of these traces)."""
+    doc = json.loads(gzip.open(data_dir / "kineto" / name).read())
+    props = {p["id"]: p["name"] for p in doc["deviceProperties"]}
+    agents = {e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    t = gpuan.load(data_dir / "kineto" / name, use_cache=False)
+    used = {d for d in t.of_kind("kernel")["device"].to_pylist()}
+    assert used <= set(props) and len(used) == len(agents)
+    assert {props[d] for d in used} == set(props.values())
+    assert {int(a) for a in t.metadata["device_agents"]["agents"].values()} == agents
+
+
+def rocm_trace(tmp_path, agents, n_devices, memory_device=None):
+    """A ROCm-like trace: one kernel on each agent, n listed devices named by index, and optionally a
+    [memory] event on a GPU device index."""
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        *(
+            {"ph": "X", "cat": "kernel", "name": f"k{a}", "pid": a, "tid": 0, "ts": 2 + i, "dur": 1,
+             "args": {"device": a, "stream": 0}}
+            for i, a in enumerate(agents)
+        ),
+    ]  # fmt: skip
+    if memory_device is not None:
+        events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 9,
+                       "args": {"Device Type": 1, "Device Id": memory_device, "Bytes": 512}})  # fmt: skip
+    props = [{"id": i, "name": f"GPU model {i}"} for i in range(n_devices)]
+    return write_json(tmp_path, "rocm.json", {"deviceProperties": props, "traceEvents": events})
+
+
+@pytest.mark.parametrize(
+    "agents, n_devices, memory_device, want",
+    [
+        ([9], 8, 7, {9: 7}),  # the memory events say which device
+        ([9], 8, 3, {9: 3}),  # ... whatever the count of CPU agents would suggest
+        ([5], 1, None, {5: 0}),  # one device listed
+        ([2, 9], 8, None, {2: 0, 9: 7}),  # eight consecutive agents after two CPU agents: only one offset fits
+        ([1, 8], 8, None, {1: 0, 8: 7}),  # one CPU agent
+        ([9], 8, None, {9: 7}),  # nothing says: two CPU agents assumed
+    ],
+)
+def test_rocm_agent_rule(tmp_path, agents, n_devices, memory_device, want):
+    k = gpuan.load(rocm_trace(tmp_path, agents, n_devices, memory_device), use_cache=False).of_kind("kernel")
+    got = dict(zip((int(n[1:]) for n in k["name"].to_pylist()), k["device"].to_pylist()))
+    assert got == want

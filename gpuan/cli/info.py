@@ -40,9 +40,16 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.3f}"
 
 
+def _device(d: dict) -> str:
+    """A device as the text summary names it: index, name, and the ROCm agent id its events carry."""
+    text = f"{d['id']} {d['name'] or '(no name in the trace)'}"
+    return text + (f" (ROCm agent {d['rocm_agent']}: {d['mapped_by']})" if "rocm_agent" in d else "")
+
+
 def render(s: dict) -> None:
     """Print the summary as console tables."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     con = Console()
@@ -52,11 +59,15 @@ def render(s: dict) -> None:
     kinds = Table(title="events per kind", title_justify="left")
     kinds.add_column("kind")
     kinds.add_column("events", justify="right")
+    if s["other_categories"]:
+        kinds.add_column("other: what the category holds")
     for k, v in s["per_kind"].items():
         kinds.add_row(k, f"{v:,}")
+    for c in s["other_categories"]:
+        kinds.add_row(escape(f"  {c['category']}"), f"{c['events']:,}", c["what"] or "not analysed")
     con.print(kinds)
     if s["devices"]:
-        con.print("devices: " + ", ".join(f"{d['id']} {d['name'] or ''}".strip() for d in s["devices"]))
+        con.print(escape("devices: " + ", ".join(_device(d) for d in s["devices"])))
     if s["streams"]:
         t = Table(title="GPU streams", title_justify="left")
         for c in ("rank", "device", "stream", "kernels", "kernel ms", "busy ms", "busy %"):

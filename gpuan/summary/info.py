@@ -14,6 +14,21 @@ from gpuan.trace.schema import KINDS
 from gpuan.trace.table import NULL64, Trace
 
 GPU_ACTIVITY = ("kernel", "memcpy", "memset")
+#: what categories that gpuan does not analyse hold (Kineto's activity types), named in the summary so that
+#: they are not silently counted as "other"; a key ending in "_" covers every category it begins
+OTHER_CATEGORIES = {
+    "cuda_profiler_range": "CUPTI range profiling (counter ranges; not timed GPU work)",
+    "mtia_": "Meta MTIA accelerator activity (not analysed)",
+    "xpu_": "Intel XPU activity (not analysed)",
+    "privateuse1_": "a PyTorch out-of-tree backend's activity (not analysed)",
+    "cpu_instant_event": "instant markers (memory allocations, iteration starts)",
+    "overhead": "profiler overhead",
+    "cuda_sync": "CUDA synchronisation",
+    "ac2g": "flow arrows from launches to GPU work",
+    "fwdbwd": "flow arrows from forward to backward ops",
+    "trace": "the profiler's own spans",
+    "(none)": "events without a category",
+}
 
 
 def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str, Any]:
@@ -31,6 +46,7 @@ def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str,
         "events": ev.num_rows,
         "flows": trace.flows.num_rows,
         "per_kind": {k: v for k, v in per_kind.items() if v},
+        "other_categories": _other_categories(ev),
         "ranks": ranks,
         "devices": _devices(trace),
         "span_ns": end - start,
@@ -39,6 +55,27 @@ def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str,
         "streams": _streams(trace.of_kind(*GPU_ACTIVITY), engine),
         "top_kernels": _top_kernels(trace.of_kind("kernel"), top),
     }
+
+
+def _other_categories(ev: pa.Table) -> list[dict]:
+    """Return the categories of the events of kind "other", most events first: category, events, and
+    what the category holds where gpuan knows it."""
+    if ev.num_rows == 0:
+        return []
+    kinds = ev["kind"].combine_chunks().dictionary_decode()
+    cats = pc.fill_null(ev["cat"].combine_chunks().dictionary_decode().filter(pc.equal(kinds, "other")), "(none)")
+    counted = sorted(
+        ((c["values"].as_py(), c["counts"].as_py()) for c in pc.value_counts(cats)), key=lambda x: (-x[1], x[0])
+    )
+    return [{"category": cat, "events": n, "what": _category_note(cat)} for cat, n in counted]
+
+
+def _category_note(cat: str) -> str | None:
+    """Return what a category that gpuan does not analyse holds, or None when gpuan does not know it."""
+    for key, note in OTHER_CATEGORIES.items():
+        if cat == key or (key.endswith("_") and cat.startswith(key)):
+            return note
+    return None
 
 
 def _span(ev: pa.Table) -> tuple[int, int]:
@@ -52,11 +89,16 @@ def _span(ev: pa.Table) -> tuple[int, int]:
 def _devices(trace: Trace) -> list[dict]:
     """Return the devices that have GPU activity, with their names where the trace has them."""
     props = {p.get("id"): p for p in trace.metadata.get("device_properties", []) if isinstance(p, dict)}
+    agents = trace.metadata.get("device_agents") or {}
     used = pc.unique(trace.events["device"]).to_pylist()
     out = []
     for d in sorted(x for x in used if x is not None):
         p = props.get(d, {})
-        out.append({"id": d, "name": p.get("name"), "sms": p.get("numSms")})
+        entry = {"id": d, "name": p.get("name"), "sms": p.get("numSms")}
+        if str(d) in agents.get("agents", {}):
+            entry["rocm_agent"] = agents["agents"][str(d)]
+            entry["mapped_by"] = agents["basis"]
+        out.append(entry)
     return out
 
 

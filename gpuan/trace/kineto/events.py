@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
+from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_codes
 from gpuan.trace.launch_dims import grids_in_workgroups
@@ -67,11 +68,20 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
         release(pair[1])
         return col
 
+    rocm = _is_rocm(raw.metadata, kind, c["name"], strings)
+    memory_gpus = _memory_gpus(mem_ids := sp.pop("mem_device"), mem_types := sp.pop("mem_device_type"))
+    for a in (*mem_ids, *mem_types):
+        release(a)
     kind, cat, pid, tid, ts, dur = (_permute(a, order) for a in (kind, cat, pid, tid, ts, dur))
     gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODE[k] for k in GPU_KINDS]))
-    device = column_of(
-        "device", lambda r, v: sparse_column(n, *_fill_sparse(r, v, gpu_rows, pid[gpu_rows], _is_device), pa.int16())
-    )
+
+    def devices(r: np.ndarray, v: np.ndarray) -> pa.Array:
+        idx, vals = _fill_sparse(r, v, gpu_rows, pid[gpu_rows], _is_device)
+        if rocm:
+            vals = _agents_as_devices(vals, meta, memory_gpus)
+        return sparse_column(n, idx, vals, pa.int16())
+
+    device = column_of("device", devices)
     stream = column_of(
         "stream", lambda r, v: sparse_column(n, *_fill_sparse(r, v, gpu_rows, tid[gpu_rows], _is_id), pa.int64())
     )
@@ -169,6 +179,38 @@ def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, li
     kind_map = np.append(kind_codes(norm_index), np.int8(KIND_CODE["other"]))  # null category: other
     cats = cat_map[cat_ids]
     return cats, list(norm_index), kind_map[cats]
+
+
+def _is_rocm(file_meta: dict, kind: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> bool:
+    """Whether the trace was recorded on ROCm: roctracer's version in the file's keys, or HIP runtime calls."""
+    if "roctracer_version" in file_meta or "hip_runtime_version" in file_meta:
+        return True
+    runtime = np.unique(name_ids[kind == KIND_CODE["runtime"]])
+    return any(strings[i].startswith("hip") for i in runtime if i >= 0)
+
+
+def _memory_gpus(ids: tuple[np.ndarray, np.ndarray], types: tuple[np.ndarray, np.ndarray]) -> list[int]:
+    """Return the GPU device indexes that the trace's [memory] events name (Device Id where Device Type is
+    a GPU), given the (rows, values) of both arguments."""
+    by_row = np.argsort(types[0])
+    t_rows, t_vals = types[0][by_row], types[1][by_row]
+    pos = np.minimum(np.searchsorted(t_rows, ids[0]), max(t_rows.size - 1, 0))
+    if t_rows.size == 0:
+        return []
+    gpu = (t_rows[pos] == ids[0]) & np.isin(t_vals[pos], GPU_DEVICE_TYPES)
+    return np.unique(ids[1][gpu]).tolist()
+
+
+def _agents_as_devices(agents: np.ndarray, meta: dict, memory_gpus: list[int]) -> np.ndarray:
+    """Return the device indexes of a ROCm trace's GPU events from their agent ids (see
+    :mod:`gpuan.trace.kineto.agents`), noting the map and its evidence in `meta`."""
+    uniq, inverse = np.unique(agents, return_inverse=True)
+    ids = [p["id"] for p in meta["device_properties"] if isinstance(p.get("id"), int)]
+    mapping, basis = agent_devices(uniq.tolist(), ids, memory_gpus)
+    if not mapping:
+        return agents
+    meta["device_agents"] = {"agents": {str(d): a for a, d in sorted(mapping.items())}, "basis": basis}
+    return np.array([mapping.get(int(a), int(a)) for a in uniq], np.int64)[inverse.ravel()]
 
 
 def _is_device(pid: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ SPARSE64 = ("stream", "shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems
 SPARSE32 = (
     "pid_str", "tid_str", "device", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
     "registers", "group_size", "collective", "dtype", "pg_name", "pg_ranks", "input_dims",
-    "input_types", "concrete_inputs", "arg_kind", "peer",
+    "input_types", "concrete_inputs", "arg_kind", "peer", "mem_device", "mem_device_type",
 )  # fmt: skip
 #: scratch fields that hold string ids
 STRING_FIELDS = frozenset(

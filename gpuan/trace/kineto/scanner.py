@@ -38,7 +38,7 @@ F32 = (
     "ph", "bp", "cat", "name", "pid_str", "tid_str", "device", "grid_x", "grid_y", "grid_z",
     "block_x", "block_y", "block_z", "registers", "group_size", "collective", "dtype", "pg_name",
     "pg_ranks", "input_dims", "input_types", "concrete_inputs", "arg_name", "arg_labels", "arg_kind",
-    "peer",
+    "peer", "mem_device", "mem_device_type",
 )  # fmt: skip
 I64 = {n: i for i, n in enumerate(F64)}
 I32 = {n: i for i, n in enumerate(F32)}
@@ -106,6 +106,9 @@ A_NAME = np.uint64(key_hash("name"))
 A_LABELS = np.uint64(key_hash("labels"))
 A_SORT = np.uint64(key_hash("sort_index"))
 A_KIND = np.uint64(key_hash("kind"))
+# [memory] events name the framework's device (type and index): evidence for ROCm's agent numbering
+A_MEM_DEV = np.uint64(key_hash("Device Id"))
+A_MEM_DEV_TYPE = np.uint64(key_hash("Device Type"))
 K_TRACE_EVENTS = np.uint64(key_hash("traceEvents"))
 
 # Scratch indices as plain ints so numba folds them into constants.
@@ -115,6 +118,7 @@ T_PH, T_BP, T_CAT, T_NAME, T_PID_STR, T_TID_STR, T_DEVICE = range(7)
 T_GRID, T_BLOCK = 7, 10
 T_REGS, T_GROUP, T_COLL, T_DTYPE, T_PG_NAME, T_PG_RANKS = range(13, 19)
 T_IN_DIMS, T_IN_TYPES, T_CONCRETE, T_ARG_NAME, T_ARG_LABELS, T_ARG_KIND, T_PEER = range(19, 26)
+T_MEM_DEV, T_MEM_DEV_TYPE = 26, 27
 
 # Intern-table state slots.
 ST_UNIQUE, ST_POOL = 0, 1
@@ -573,6 +577,10 @@ def _arg_target(h):
         return INT32, T_GROUP
     if h == A_DST or h == A_SRC:
         return INT32, T_PEER
+    if h == A_MEM_DEV:
+        return INT32, T_MEM_DEV
+    if h == A_MEM_DEV_TYPE:
+        return INT32, T_MEM_DEV_TYPE
     if h == A_GRID:
         return TRIPLE, T_GRID
     if h == A_BLOCK:

@@ -9,6 +9,7 @@ import pytest
 from gpuan import devices
 from gpuan.sol.costs import Call, causal_pairs, cost
 from gpuan.sol.roofs import datasheet, peak_key
+from gpuan.sol.schemas import SIGNATURES, generate, modelled_names, outputs
 from gpuan.sol.score import LATENCY_NS, efficiency, roofline
 
 F32, BF16 = "float", "c10::BFloat16"
@@ -227,3 +228,49 @@ def test_nll_loss_reads_one_value_per_target():
     back = c("aten::nll_loss_backward", [[], [8192, 32000], [8192], [], [], [], []],
              [BF16, BF16, "long int", "", "Scalar", "Scalar", BF16])  # fmt: skip
     assert back.bytes == 8192 * 2 + 8192 * 8 + 2
+
+
+# --- out= variants ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, dims, types, outs",
+    [
+        ("aten::clamp_min", [[32, 256, 14, 14], [], [32, 256, 14, 14]], [F32, "Int", F32], 1),  # .out (PyTorch 1.9)
+        ("aten::clamp_min", [[32, 256], []], [F32, "Scalar"], 0),
+        ("aten::mul", [[4, 8], [], [4, 8]], [F32, "double", F32], 1),  # other: a wrapped Python number
+        ("aten::mul", [[4, 8], [4, 8]], [F32, F32], 0),
+        ("aten::add_", [[4, 8], [4, 8], []], [F32, F32, "Scalar"], 0),  # in place: self is read and written
+        ("aten::threshold_backward", [[4], [4], [], [4]], [F32, F32, "Scalar", F32], 1),  # .grad_input
+        ("aten::max", [[4, 8], []], [F32, F32], 0),  # max.other or max.unary_out: not told apart, kept
+        ("aten::embedding", [[64, 32], [2, 16]], [F32, "long int"], 0),  # fewer arguments than any overload
+        ("aten::mm", [[4, 8], [8, 2], [4, 2]], [BF16, BF16, BF16], 1),
+    ],
+)
+def test_out_arguments_are_found_by_overload(name, dims, types, outs):
+    assert outputs(name, dims, types) == outs
+
+
+def test_out_variant_counts_its_output_once():
+    # clamp_min.out(self, min, out=self) behind relu_: read once, write once
+    got = c("aten::clamp_min", [[32, 256, 14, 14], [], [32, 256, 14, 14]], [F32, "Int", F32])
+    assert got.bytes == 2 * 32 * 256 * 14 * 14 * 4
+
+
+def test_signature_table_is_pytorchs():
+    pytest.importorskip("torch", reason="the table is generated from PyTorch's schemas")
+    assert SIGNATURES == generate(modelled_names())
+
+
+def test_hierarchical_l2_roof_scores_only_the_ops_that_beat_dram():
+    # 1 TB/s DRAM, 4 TB/s L2 of 10 MB; 8 MB fits (L2: 2 us), 40 MB does not (30 MB from DRAM: 30 us)
+    nbytes = np.array([8e6, 8e6, 40e6])
+    cols = roofline(np.zeros(3), nbytes, np.full(3, 1e15), 1e12, np, 10e6, 4e12)
+    assert cols["estimated_ns"] == pytest.approx([8e3, 8e3, 40e3])
+    assert cols["estimated_l2_ns"] == pytest.approx([2e3, 2e3, 30e3])
+    # measured 10 us: within the DRAM roof; 4 us: faster than DRAM allows, so its data was in L2; the 40 MB
+    # op at 20 us beats even the hierarchical roof: a model error
+    scores = efficiency(cols["estimated_ns"], np.array([10e3, 4e3, 20e3]), np, 0, cols["estimated_l2_ns"])
+    assert list(scores["l2"]) == [False, True, True]
+    assert scores["efficiency"] == pytest.approx([0.8, 0.5, 1.5])
+    assert list(scores["model_error"]) == [False, False, True]

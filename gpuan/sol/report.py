@@ -127,11 +127,11 @@ def render(scored: Scored, top: int = 10, width: int | None = None) -> str:
     )
     busy = "top-level ops" if scored.on_cpu else "union of its activity"
     if t["overlap_ms"] >= 0:
-        gap = f"{t['overlap_ms']:,.3f} ms of it overlapped: ops running at the same time"
+        gap = f"{t['overlap_ms']:,.3f} ms of it overlapping"
     else:
-        gap = f"{-t['overlap_ms']:,.3f} ms of busy time in no scored op"
+        gap = f"{-t['overlap_ms']:,.3f} ms less: busy in no scored op"
     console.print(
-        f"{unit} busy {t['busy_ms']:,.3f} ms ({busy})   op time {t['op_ms']:,.3f} ms (ops' times summed; {gap})",
+        f"{unit} busy {t['busy_ms']:,.3f} ms ({busy})   op time {t['op_ms']:,.3f} ms (ops' times summed, {gap})",
         soft_wrap=True,
     )
     console.print(

@@ -25,6 +25,10 @@ def sniff(path: str | os.PathLike) -> str:
         head = f.read(4096)
     if not head:
         raise TraceError(path, "empty file")
+    if path.endswith((".nsys-rep", ".qdrep")):  # Nsight's own format, which only nsys reads
+        raise TraceError(
+            path, "an Nsight Systems report: export it with nsys export --type sqlite (then give gpuan the .sqlite)"
+        )
     if head.startswith(GZIP_MAGIC):
         return "kineto"
     if head.startswith(b"SQLite format 3\x00"):

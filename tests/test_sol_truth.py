@@ -204,3 +204,11 @@ def test_shapes_are_one_line_in_the_report_and_the_table(data_dir, tmp_path, cap
         cells = [row["input_dims"] for row in csv.DictReader(f)]
     shapes = [c for c in cells if c]
     assert len(shapes) > 1000 and all("\n" not in c for c in shapes) and set(shapes) <= raw_dims
+
+
+def test_roofline_chart_draws_the_l2_roof(data_dir, tmp_path):
+    path = str(data_dir / "kineto/v100_pt19_resnet50_worker0.json.gz")
+    html = tmp_path / "roofline.html"
+    assert main(["sol", path, "--html", str(html)]) == 0
+    roofs = scored_with_device(path).roofs
+    assert f"L2 roof ({roofs.l2_bandwidth / 1e12:,.2f} TB\\u002fs, data up to 6 MiB)" in html.read_text()

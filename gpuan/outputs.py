@@ -1,10 +1,13 @@
-"""Writing output files so that a failed run never leaves half a file, nor corrupts the one it replaces."""
+"""Writing output files so that a failed run never leaves half a file, nor corrupts the one it replaces;
+and saying what was written, one line per file on stderr (stdout is the report, which may be JSON)."""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import itertools
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -17,7 +20,7 @@ from gpuan.errors import TraceError
 class _Staged:
     """Files written inside :func:`all_or_none`, not yet in place, and the directories made for them."""
 
-    moves: list[tuple[Path, Path]] = field(default_factory=list)  # (temporary file, final path)
+    moves: list[tuple[Path, Path, str | None]] = field(default_factory=list)  # (temporary file, final path, detail)
     made_dirs: list[Path] = field(default_factory=list)
 
 
@@ -35,7 +38,7 @@ def all_or_none() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        for tmp, _ in staged.moves:
+        for tmp, _, _ in staged.moves:
             _remove(tmp)
         for d in reversed(staged.made_dirs):
             with contextlib.suppress(OSError):
@@ -43,8 +46,43 @@ def all_or_none() -> Iterator[None]:
         raise
     finally:
         _staged.reset(token)
-    for tmp, path in staged.moves:
+    for tmp, path, _ in staged.moves:
         os.replace(tmp, path)
+    for _, path, detail in staged.moves:
+        announce(path, detail)
+
+
+def announce(path: str | os.PathLike, detail: str | None = None) -> None:
+    """Say on stderr that `path` was written: ``gpuan: wrote PATH (DETAIL)``, the detail being what the
+    writer says it holds, else the rows of a table (CSV, Parquet) or the file's size. Every file a command
+    writes is announced this way, once it is in place."""
+    print(f"gpuan: wrote {path} ({detail or _contents(Path(path))})", file=sys.stderr)
+
+
+def _contents(path: Path) -> str:
+    """Return what a written file holds, in words: its rows for a table, else its size."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return _rows(pq.read_metadata(path).num_rows)
+        if path.suffix == ".csv":
+            with open(path, newline="", encoding="utf-8", errors="replace") as f:
+                return _rows(max(sum(1 for _ in csv.reader(f)) - 1, 0))  # less the header
+        return _size(path.stat().st_size)
+    except (OSError, ValueError, csv.Error):
+        return "written"
+
+
+def _rows(n: int) -> str:
+    return f"{n:,} row{'s' * (n != 1)}"
+
+
+def _size(nbytes: int) -> str:
+    """Return a file size in words: bytes, kB or MB."""
+    if nbytes < 1000:
+        return f"{nbytes:,} bytes"
+    return f"{nbytes / 1e3:,.1f} kB" if nbytes < 1e6 else f"{nbytes / 1e6:,.1f} MB"
 
 
 def _remove(path: Path) -> None:
@@ -53,10 +91,12 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def replace_atomic(path: str | os.PathLike, write: Callable[[Path], None], errors: tuple = ()) -> None:
+def replace_atomic(
+    path: str | os.PathLike, write: Callable[[Path], None], errors: tuple = (), detail: str | None = None
+) -> None:
     """Run `write` on a temporary file beside `path`, then move it over `path` (inside :func:`all_or_none`:
-    when the block ends); on an OSError (or one of `errors`) remove the temporary file and raise
-    :class:`TraceError` naming `path`."""
+    when the block ends, which then announces it, with `detail` if given: see :func:`announce`); on an
+    OSError (or one of `errors`) remove the temporary file and raise :class:`TraceError` naming `path`."""
     path = Path(path)
     # the suffix stays last: some writers pick the format from it
     tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}-{next(_serial)}{path.suffix}")
@@ -72,7 +112,7 @@ def replace_atomic(path: str | os.PathLike, write: Callable[[Path], None], error
         if staged is None:
             os.replace(tmp, path)
         else:
-            staged.moves.append((tmp, path))
+            staged.moves.append((tmp, path, detail))
     except (OSError, *errors) as e:
         _remove(tmp)
         # writers that wrap the OSError (xlsxwriter: its first argument) report the OS reason, not the
@@ -111,9 +151,9 @@ def make_dir(path: str | os.PathLike) -> Path:
     return d
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` (UTF-8) to `path` atomically (:func:`replace_atomic`)."""
-    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+def write_text(path: str | os.PathLike, text: str, detail: str | None = None) -> None:
+    """Write `text` (UTF-8) to `path` atomically (:func:`replace_atomic`; `detail`: what it holds)."""
+    replace_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), detail=detail)
 
 
 TABLE_FORMATS = ("csv", "parquet")
@@ -129,8 +169,8 @@ def write_frames(tables: dict, out: str | os.PathLike, fmt: str = "csv") -> list
     for name, df in tables.items():
         path = d / f"{name}.{fmt}"
         if fmt == "csv":
-            replace_atomic(path, lambda tmp, df=df: df.to_csv(tmp, index=False))
+            replace_atomic(path, lambda tmp, df=df: df.to_csv(tmp, index=False), detail=_rows(len(df)))
         else:
-            replace_atomic(path, lambda tmp, df=df: df.to_parquet(tmp, index=False))
+            replace_atomic(path, lambda tmp, df=df: df.to_parquet(tmp, index=False), detail=_rows(len(df)))
         written.append(path)
     return written

@@ -97,7 +97,7 @@ def test_convert_and_cache(tmp_path, data_dir):
     r = gpuan("convert", src)
     assert r.returncode == 0, r.stderr
     cache = tmp_path / "t.json.gz.gpuan.parquet"
-    assert cache.exists() and "wrote" in r.stdout
+    assert cache.exists() and f"gpuan: wrote {cache} (" in r.stderr
     j1 = json.loads(gpuan("info", src, "--format", "json").stdout)
     out = tmp_path / "explicit.parquet"
     assert gpuan("convert", src, "-o", out).returncode == 0

@@ -8,6 +8,7 @@ import signal
 import sys
 
 from gpuan import __version__
+from gpuan.cli.stdout import tolerant_stdout
 from gpuan.engine import CHOICES, EngineError, select
 from gpuan.errors import TraceError
 from gpuan.outputs import all_or_none
@@ -43,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     previous = _exit_on_sigterm()
     try:
         select(args.device)
-        with all_or_none():
+        # files first: a closed stdout (``| head``) silences the report, never the files asked for
+        with tolerant_stdout(), all_or_none():
             return args.run(args) or 0
     except (TraceError, EngineError) as e:
         print(f"gpuan: error: {e}", file=sys.stderr)
@@ -51,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # the reader went away (``| head``): stop quietly, and keep Python from complaining at exit
+        # a closed pipe other than stdout's (stdout's is guarded): stop quietly, and keep Python from
+        # complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     finally:

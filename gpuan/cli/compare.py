@@ -61,7 +61,6 @@ def run(args) -> int:
             compare.write_xlsx(args.output, [("Comparison", base, new, frame)])
         print(f"{args.base} vs {args.new} ({how})")
         _print_summary(base, new, frame)
-        print(f"wrote {args.output}")
         return 0
     base_files, new_files = cycle_files(args.base), cycle_files(args.new)
     bases = [csvfile.read(f) for f in base_files]
@@ -86,7 +85,6 @@ def run(args) -> int:
         left = [f for k, f in enumerate(files) if k not in used]
         if left:
             print(f"unpaired {label} cycles: {', '.join(left)}")
-    print(f"wrote {args.output} ({len(results)} sheets)")
     return 0
 
 

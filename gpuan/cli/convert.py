@@ -27,6 +27,8 @@ def run(args) -> int:
     out = Path(args.output) if args.output else parquet.cache_path(source)
     if out.exists() and out.samefile(source):
         raise TraceError(out, "is the trace itself; name another output file")
+    from gpuan.outputs import announce
+
     parquet.write(trace, out, source=source if source.is_file() else None)
-    print(f"wrote {out} ({trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB)")
+    announce(out, f"{trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB")
     return 0

@@ -79,7 +79,9 @@ def show(
     # render everything first: a failure then leaves no partial set of files
     texts = {file: render(p) for file, p in files.items()}
     for file, text in texts.items():
-        write_text(file, text)
+        p = files[file]
+        detail = f"{labels.get(id(p), '')}: {p.cycle.length:,} events x {p.cycle.repetitions:,}, {p.sequence.label}"
+        write_text(file, text, detail=detail)
     if output and not files:
         # not an error (a trace may hold no repetition), but say why no file appeared, beside stdout's report
         what = "prefill or decode phase" if mode == "llm" else "repeating pattern"
@@ -87,7 +89,7 @@ def show(
     if fmt == "json":
         print(json.dumps(_json(path, kind, found, patterns, files, chosen), indent=1))
     else:
-        _print_text(found, labels, files, chosen)
+        _print_text(found, chosen)
     return 0
 
 
@@ -140,7 +142,7 @@ def _streams_and_order(p) -> str:
             f"(up to {moved.max():.1f}%)")  # fmt: skip
 
 
-def _print_text(found, labels, files, phases) -> None:
+def _print_text(found, phases) -> None:
     from gpuan.cycles import Pattern
 
     for sc in found:
@@ -164,8 +166,3 @@ def _print_text(found, labels, files, phases) -> None:
     for phase, p in phases.items():
         print(f"{phase}: segment [{p.segment}], its {'layer' if p.role == 'sub-cycle' else 'cycle'} of "
               f"{p.cycle.length:,} events x {p.cycle.repetitions:,} ({p.sequence.label})")  # fmt: skip
-    for path, p in files.items():
-        print(
-            f"wrote {path}: {labels.get(id(p), '')}, {p.cycle.length:,} events"
-            f" x {p.cycle.repetitions:,} ({p.sequence.label})"
-        )

@@ -13,8 +13,9 @@ def add_parser(sub) -> None:
         "demo", help="generate a small sample trace, summarise it, find its cycles, score it (CPU if no GPU)"
     )
     p.add_argument(
-        "--dir", type=nonempty, default=None, help="where to write the sample trace (default: a temp directory)"
-    )
+        "--dir", type=nonempty, default=None,
+        help="where to write the sample trace; the results go to DIR/out (default: a temp directory)",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -28,12 +29,14 @@ def run(args) -> int:
     directory = Path(args.dir) if args.dir else Path(tempfile.gettempdir()) / "gpuan-demo"
     make_dir(directory)
     path = sample_trace_path(directory)
+    # results apart from the trace: DIR stays a directory of one trace, which gpuan info DIR reads
+    out = make_dir(directory / "out")
     print(f"sample trace: {path}  (engine: {current().name})")
     code = info.show(str(path))
     if code:
         return code
     print()
-    code = cycles.show(str(path), str(directory / "gpuan_sample"))
+    code = cycles.show(str(path), str(out / "gpuan_sample"))
     if code:
         return code
     print()

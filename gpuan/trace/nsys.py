@@ -33,6 +33,12 @@ NULL = NULL64  # SQL NULL in the int64 arrays
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
 EVENT_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX)
+#: tables every Nsight Systems export has, whatever was traced
+NSIGHT_MARKS = ("StringIds", "ThreadNames", "EXPORT_META_DATA", "META_DATA_EXPORT", "ProcessStreams")
+NO_ACTIVITY = (
+    "an Nsight Systems export without CUDA or NVTX activity (no kernels, copies, fills, CUDA runtime calls "
+    "or NVTX ranges): record them with nsys profile --trace=cuda,nvtx"
+)
 
 #: CUpti_ActivityMemcpyKind, used when the export has no ENUM_CUDA_MEMCPY_OPER table
 COPY_KINDS = {
@@ -88,6 +94,8 @@ def read_nsys(path: str) -> Trace:
     try:
         tables = _tables(conn, path)
         if not tables.intersection(EVENT_TABLES):
+            if tables.intersection(NSIGHT_MARKS) or any(t.startswith("TARGET_INFO_") for t in tables):
+                raise TraceError(path, NO_ACTIVITY)
             raise TraceError(path, "an SQLite file without Nsight Systems tables")
         try:
             return _read(conn, path, tables)
@@ -155,6 +163,8 @@ def _read(conn: sqlite3.Connection, path: str, tables: set[str]) -> Trace:
         if table in tables:
             parts.extend(reader(conn, tables, strings))
     parts = [p for p in parts if p.length]
+    if not parts:
+        raise TraceError(path, NO_ACTIVITY)
     table, base = _assemble(parts)
     meta = _metadata(conn, path, tables, base, table)
     if meta["rank"] is not None:

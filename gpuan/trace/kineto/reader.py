@@ -277,10 +277,11 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
                 progress(src.consumed(), src.total)
             if status == sc.ARRAY_END:
                 break
+            index = out.rows + int(out.f_count[0]) + len(out.meta)  # events before pos: all drained
             if status == sc.BAD:
-                raise TraceError(path, f"malformed JSON near byte {src.offset_of(pos)}")
+                problem = not_an_event(buf, pos, have, index, bare=text is None)
+                raise TraceError(path, problem or f"malformed JSON near byte {src.offset_of(pos)}")
             if status == sc.WRONG_TYPE:
-                index = out.rows + int(out.f_count[0]) + len(out.meta)  # every event before it is drained
                 raise TraceError(path, wrong_type(buf, pos, have, scratch.bad_at, index, src.offset_of(pos)))
             # NEED_MORE: keep the unfinished event and read on
             if eof:
@@ -372,6 +373,23 @@ _LIST_ARGS = ("grid", "block")
 _KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _NAME = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+_VALUE_NAMES = {ord("["): "a list", ord('"'): "a string", ord("t"): "true", ord("f"): "false", ord("n"): "null"}
+
+
+def not_an_event(buf: np.ndarray, pos: int, n: int, index: int, *, bare: bool) -> str | None:
+    """Return the problem when the element at buf[pos] of the events array is a whole JSON value but not an
+    object (a document that is not a trace: a list of lists, numbers...), else None (malformed JSON)."""
+    c = int(buf[pos])
+    if c == ord("{") or not (c in _VALUE_NAMES or c == ord("-") or ord("0") <= c <= ord("9")):
+        return None
+    end = sc.skip_value(buf, buf[: (buf.size // 8) * 8].view(np.uint64), pos, n)
+    after = sc.skip_ws(buf, end, n) if end > 0 else n
+    if after >= n or buf[after] not in (ord(","), ord("]")):
+        return None
+    where = f"element {index:,} of its top-level array" if bare else f"traceEvents[{index:,}]"
+    return f"not a Chrome/Kineto trace: {where} is {_VALUE_NAMES.get(c, 'a number')}, not an event object"
 
 
 def wrong_type(buf: np.ndarray, pos: int, n: int, value_at: int, index: int, offset: int) -> str:

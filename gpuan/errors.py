@@ -8,5 +8,6 @@ class TraceError(Exception):
 
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        # one line whatever the problem quotes (a corrupt file's names may hold line breaks)
+        self.problem = " ".join(problem.splitlines())
+        super().__init__(f"{self.path}: {self.problem}")

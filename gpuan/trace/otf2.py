@@ -10,13 +10,14 @@ timer's ticks to ns from the archive's global offset, exactly (integer arithmeti
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ from gpuan.trace.table import NULL64, Trace, build_table, int_column, kind_time_
 
 ANCHOR = "traces.otf2"
 _LIBRARY_LINE = re.compile(r"\[OTF2\] \S+:\d+: (?P<level>\w+): (?P<message>.*)")
+# the otf2 package's report of an exception raised in one of its reader callbacks, then its traceback
+_CALLBACK_FAILED = "An unhandled python exception has occurred in an "
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*: \S")  # "UnicodeDecodeError: 'utf-8' codec can't ..."
 
 
 def anchor_of(path: str | os.PathLike) -> Path | None:
@@ -76,23 +80,26 @@ def _opened(path: str | os.PathLike) -> Iterator[tuple[Any, Any, Path]]:
 
 @contextmanager
 def _library_errors_to(errors: list[str]) -> Iterator[None]:
-    """Run the block with file descriptor 2 going to a temporary file; afterwards (on error too) restore it
-    and append to `errors` the error messages the OTF2 C library wrote there. The library prints 4 to 15
-    lines of its own source locations per failure straight to the descriptor, and the otf2 package does
-    not wrap OTF2_Error_RegisterCallback, which would turn that off. Whatever else the block wrote to stderr
-    is passed on."""
+    """Run the block with file descriptor 2 going to a temporary file and ``sys.stderr`` to a buffer;
+    afterwards (on error too) restore both and append to `errors` the error messages found there. The OTF2
+    C library prints 4 to 15 lines of its own source locations per failure straight to the descriptor (the
+    otf2 package does not wrap OTF2_Error_RegisterCallback, which would turn that off), and the package
+    prints the whole traceback of an exception raised in one of its callbacks (a definition it cannot
+    decode) to ``sys.stderr``. Whatever else the block wrote to stderr is passed on."""
     sys.stderr.flush()
     saved = os.dup(2)
+    python_lines = io.StringIO()
     try:
         with tempfile.TemporaryFile() as sink:
             os.dup2(sink.fileno(), 2)
             try:
-                yield
+                with redirect_stderr(python_lines):
+                    yield
             finally:
                 sys.stderr.flush()
                 os.dup2(saved, 2)
                 sink.seek(0)
-                found, rest = _library_messages(sink.read().decode(errors="replace"))
+                found, rest = _library_messages(sink.read().decode(errors="replace") + python_lines.getvalue())
                 errors.extend(found)
                 if rest:
                     sys.stderr.write(rest)
@@ -101,15 +108,26 @@ def _library_errors_to(errors: list[str]) -> Iterator[None]:
 
 
 def _library_messages(text: str) -> tuple[list[str], str]:
-    """Return the messages of the OTF2 library's error lines in `text` (``[OTF2] src/OTF2_Buffer.c:1702:
-    error: MESSAGE``) and the lines that are not the library's; its other lines (warnings) are dropped."""
+    """Return the error messages in `text`, in order, and the lines that are neither the OTF2 library's nor
+    the otf2 package's: the library's error lines (``[OTF2] src/OTF2_Buffer.c:1702: error: MESSAGE``; its
+    other lines, warnings, are dropped) and the package's report of an exception in a callback (a header
+    line, then a traceback, whose last exception is the message)."""
     errors, rest = [], []
+    in_callback = False
     for line in text.splitlines(keepends=True):
         m = _LIBRARY_LINE.match(line)
-        if m is None:
+        if line.startswith(_CALLBACK_FAILED):
+            in_callback = True
+            errors.append("an exception in the otf2 package's callback")
+        elif m is not None:
+            in_callback = False
+            if m["level"] == "error":
+                errors.append(m["message"].strip())
+        elif in_callback:
+            if _EXCEPTION_LINE.match(line) and not line.startswith("Traceback"):
+                errors[-1] = line.strip()  # a chained traceback: the last exception raised is the cause
+        else:
             rest.append(line)
-        elif m["level"] == "error":
-            errors.append(m["message"].strip())
     return errors, "".join(rest)
 
 

@@ -151,12 +151,8 @@ def read(path: str | os.PathLike) -> Trace:
         missing = [f.name for f in SCHEMA if f.name not in schema.names]
         if missing:
             raise TraceError(path, f"Parquet file lacks columns {', '.join(missing)}")
-        # the columns are assembled under the event schema without a cast: another type would be misread
-        wrong = [
-            f"{f.name} is {schema.field(f.name).type}, not {f.type}"
-            for f in SCHEMA
-            if schema.field(f.name).type != f.type
-        ]
+        # the columns are assembled under the event schema: another type would be misread, not converted
+        wrong = [f"{f.name} is {schema.field(f.name).type}, not {f.type}" for f in SCHEMA if not _fits(schema, f)]
         if wrong:
             raise TraceError(path, f"Parquet column {wrong[0]}")
         with _steady_memory_pool():
@@ -209,10 +205,32 @@ def _read_row_group(pf: pq.ParquetFile, names: list[str], i: int) -> pa.Table:
     n = rg.num_rows
     null_throughout = set()
     for j in range(rg.num_columns):
-        stats = rg.column(j).statistics
+        chunk = rg.column(j)
+        if chunk.physical_type != pf.schema.column(j).physical_type:
+            # pyarrow aborts the whole process (a C++ exception it does not catch) when asked for the
+            # statistics of such a chunk; read() turns this into the file's one-line error
+            raise pa.ArrowInvalid(
+                f"row group {i} column {names[j]}: type {chunk.physical_type} in the footer, "
+                f"{pf.schema.column(j).physical_type} in the schema"
+            )
+        stats = chunk.statistics
         if stats is not None and stats.has_null_count and stats.null_count == n:
             null_throughout.add(names[j])
     wanted = [f.name for f in SCHEMA if f.name not in null_throughout]
     got = pf.read_row_group(i, columns=wanted, use_threads=USE_THREADS)
-    cols = [got[f.name] if f.name in got.column_names else null_column(n, f.type) for f in SCHEMA]
+    cols = [_as(got[f.name], f.type) if f.name in got.column_names else null_column(n, f.type) for f in SCHEMA]
     return pa.Table.from_arrays(cols, schema=SCHEMA)
+
+
+def _fits(schema: pa.Schema, field: pa.Field) -> bool:
+    """Return whether the file's column for `field` holds its type: the same type, or for a dictionary
+    column the same value type (another writer may choose a wider index)."""
+    have = schema.field(field.name).type
+    if pa.types.is_dictionary(have) and pa.types.is_dictionary(field.type):
+        return have.value_type == field.type.value_type
+    return have == field.type
+
+
+def _as(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray:
+    """Return the column with the event schema's type (a dictionary's index width is all that may differ)."""
+    return column if column.type == type_ else column.cast(type_)

@@ -365,6 +365,14 @@ GOOD = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5, "d
         ("args.device", "gpu0", 'args.device is "gpu0", not an integer (a number or a string of digits)'),
         ("args.correlation", {"a": 1}, 'args.correlation is {"a": 1}, not an integer (a number or a string of digits)'),
         ("args.grid", [1, "x", 1], 'args.grid is [1, "x", 1], not a list of integers'),
+        ("ph", "12.5", 'ph is "12.5", not one of the Chrome trace phases (X, B, E, i, ...)'),
+        ("ph", None, "ph is null, not one of the Chrome trace phases (X, B, E, i, ...)"),
+        (
+            "dur",
+            2**70,
+            "dur is 1180591620717411303424, not a time gpuan can hold (int64 nanoseconds: within about 292 years)",
+        ),
+        ("args.correlation", 2**70, "args.correlation is 1180591620717411303424, not an integer that int64 holds"),
     ],
 )
 def test_a_field_of_the_wrong_type_is_bad_input(tmp_path, field, value, problem):
@@ -383,6 +391,36 @@ def test_a_field_of_the_wrong_type_is_bad_input(tmp_path, field, value, problem)
         gpuan.load(path)
     assert str(err.value) == f"{path}: traceEvents[2]{name} at byte {offset}: {problem}"
     assert not list(tmp_path.glob("*.parquet"))
+
+
+def test_an_event_without_a_phase_is_bad_input(tmp_path):
+    from gpuan.errors import TraceError
+
+    no_ph = {k: v for k, v in GOOD.items() if k != "ph"}
+    for i, doc in enumerate(([GOOD, no_ph], [GOOD, {}])):
+        path = write_json(tmp_path, f"{i}.json", doc)
+        with pytest.raises(TraceError, match=r"traceEvents\[1\].* at byte \d+: no ph \(the event's phase"):
+            gpuan.load(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1} {"ph": "X", "name": "b", "ts": 2, "dur": 1}]',  # no comma
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 3\u0012227}]',  # a control byte in a number
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"correlation": 1\u00122}}]',
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "x": tr\u0012ue}]',  # in a value gpuan skips
+    ],
+)
+def test_malformed_json_is_bad_input(tmp_path, text):
+    from gpuan.errors import TraceError
+
+    p = tmp_path / "m.json"
+    p.write_text(text)
+    with pytest.raises(ValueError):
+        json.loads(p.read_text())  # the test's own reading agrees it is no JSON
+    with pytest.raises(TraceError, match="malformed JSON near byte"):
+        gpuan.load(p)
 
 
 def test_values_real_traces_write_are_not_wrong_types(tmp_path):

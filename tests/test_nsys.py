@@ -290,3 +290,34 @@ def test_small_export_with_memset_enums_and_absent_tables(tmp_path):
     assert [(r["pid"], r["tid"]) for r in table if r["kind"] in ("runtime", "driver")] == [(42, 43), (42, 44)]
     memset = next(r for r in table if r["kind"] == "memset")
     assert (memset["bytes"], memset["device"], memset["stream"], memset["correlation"]) == (4096, 1, 3, 5)
+
+
+@pytest.mark.parametrize(
+    "table, column, row, value",
+    [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start", 1, float("inf")),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start", 4, 0.5),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "streamId", 4, 1.18e21),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "gridX", 2, float("-inf")),
+        ("NVTX_EVENTS", "start", 8, "abc"),
+    ],
+)
+def test_a_value_that_is_no_integer_is_named(sample, tmp_path, table, column, row, value):
+    """Nsight writes integers in these columns: a REAL or TEXT there is a corrupt export, named by table,
+    row and column, never a traceback nor a truncated value."""
+    copy = tmp_path / "odd.sqlite"
+    copy.write_bytes(sample.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.execute(f'UPDATE {table} SET "{column}" = ? WHERE rowid = ?', (value, row))
+    with pytest.raises(TraceError, match=rf"{table} row {row}: .* is .*, where Nsight writes an integer"):
+        read_nsys(str(copy))
+
+
+def test_an_event_that_ends_before_it_starts_is_bad_input(sample, tmp_path):
+    copy = tmp_path / "backwards.sqlite"
+    copy.write_bytes(sample.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        start = conn.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 3").fetchone()[0]
+        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = -1 WHERE rowid = 3")
+    with pytest.raises(TraceError, match=f"1 kernel events end before they start; the first starts at {start} ns"):
+        read_nsys(str(copy))

@@ -165,6 +165,15 @@ def _read(conn: sqlite3.Connection, path: str, tables: set[str]) -> Trace:
     parts = [p for p in parts if p.length]
     if not parts:
         raise TraceError(path, NO_ACTIVITY)
+    for p in parts:
+        start, end = p.cols["start"], p.cols["end"]
+        backwards = np.flatnonzero((start != NULL) & (end != NULL) & (end < start))
+        if backwards.size:
+            raise TraceError(
+                path,
+                f"{backwards.size:,} {p.cat} events end before they start; the first starts at "
+                f"{start[backwards[0]]} ns",
+            )
     table, base = _assemble(parts)
     meta = _metadata(conn, path, tables, base, table)
     if meta["rank"] is not None:
@@ -208,6 +217,13 @@ def _select(
     lacking = sorted({n for e in [*exprs.values(), text or ""] for n in re.findall(r'"(\w+)"', e)} - have)
     if lacking:
         raise sqlite3.OperationalError(f"table {table} has no column {', '.join(lacking)}")
+    # a REAL or TEXT where Nsight writes integers is a corrupt export: name the first such value
+    odd = " OR ".join(f"typeof({e}) NOT IN ('integer', 'null')" for e in exprs.values())
+    check = f"{where} AND ({odd})" if where else f"WHERE {odd}"
+    found = conn.execute(f'SELECT rowid, {", ".join(exprs.values())} FROM "{table}" {check} LIMIT 1').fetchone()
+    if found is not None:
+        name, value = next((k, v) for k, v in zip(exprs, found[1:]) if v is not None and type(v) is not int)
+        raise ValueError(f"{table} row {found[0]}: {name} is {value!r}, where Nsight writes an integer")
     sql = ", ".join([f"COALESCE({e}, :null)" for e in exprs.values()] + ([text] if text else []))
     rows = conn.execute(f'SELECT {sql} FROM "{table}" {where}', {"null": int(NULL)}).fetchall()
     cols = list(zip(*rows)) if rows else [()] * (len(exprs) + bool(text))

@@ -384,6 +384,9 @@ def not_an_event(buf: np.ndarray, pos: int, n: int, index: int, *, bare: bool) -
     c = int(buf[pos])
     if c == ord("{") or not (c in _VALUE_NAMES or c == ord("-") or ord("0") <= c <= ord("9")):
         return None
+    before = buf[max(pos - 64, 0) : pos].tobytes().rstrip()
+    if not before.endswith((b",", b"[")):  # a value where a comma should be: malformed, not another document
+        return None
     end = sc.skip_value(buf, buf[: (buf.size // 8) * 8].view(np.uint64), pos, n)
     after = sc.skip_ws(buf, end, n) if end > 0 else n
     if after >= n or buf[after] not in (ord(","), ord("]")):
@@ -394,11 +397,19 @@ def not_an_event(buf: np.ndarray, pos: int, n: int, index: int, *, bare: bool) -
 
 def wrong_type(buf: np.ndarray, pos: int, n: int, value_at: int, index: int, offset: int) -> str:
     """Return the one-line problem for the event at buf[pos] (traceEvents[index], at byte `offset` of the
-    file) whose value at buf[value_at] has the wrong type: the event, the field, the value, what it must be."""
+    file) whose value at buf[value_at] has the wrong type: the event, the field, the value, what it must be;
+    or that it has no phase (value_at -1)."""
     b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
+    ev_end = sc.skip_value(buf, b64, pos, n)
+    event = (
+        f"traceEvents[{index:,}]{_event_name(buf[pos : ev_end if ev_end > pos else n].tobytes())} at byte {offset:,}"
+    )
+    if value_at < 0:
+        return f"{event}: no ph (the event's phase: X for a complete event, B/E, i, ...)"
     m = _KEY_BEFORE.search(buf[pos:value_at].tobytes())
     key = _decode(m.group(1)) if m else "?"
-    if key in _TOP_LEVEL_EXPECTED:  # the args keys gpuan checks are not top-level keys
+    top_level = key in _TOP_LEVEL_EXPECTED  # the args keys gpuan checks are not top-level keys
+    if top_level:
         field_name, expected = key, _TOP_LEVEL_EXPECTED[key]
     else:
         field_name = f"args.{key}"
@@ -409,11 +420,11 @@ def wrong_type(buf: np.ndarray, pos: int, n: int, value_at: int, index: int, off
         value = value[:37] + "..."
     if key in ("ts", "dur") and _is_number(value):
         expected = "a time gpuan can hold (int64 nanoseconds: within about 292 years)"
-    ev_end = sc.skip_value(buf, b64, pos, n)
-    return (
-        f"traceEvents[{index:,}]{_event_name(buf[pos : ev_end if ev_end > pos else n].tobytes())} at byte "
-        f"{offset:,}: {field_name} is {value}, not {expected}"
-    )
+    elif not top_level and _is_number(value):
+        expected = "an integer that int64 holds"
+    elif key == "ph":
+        expected = "one of the Chrome trace phases (X, B, E, i, ...)"
+    return f"{event}: {field_name} is {value}, not {expected}"
 
 
 def _is_number(text: str) -> bool:

@@ -19,6 +19,9 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 NULL64 = np.iinfo(np.int64).min
 NULL32 = np.iinfo(np.int32).min
 
+MAX_US = (2**63 - 1) // 1000  # the most whole microseconds int64 nanoseconds hold
+MAX_INT_DIGITS = 18  # an integer of more digits may not fit int64: such a value is out of range
+
 # Scanner status codes.
 OK_END = 0  # the next event starts at or after `end`
 ARRAY_END = 1  # the closing ']' of the events array was reached; pos is just after it
@@ -188,7 +191,8 @@ def string_end(buf, b64, pos, n):
 
 @njit(cache=True)
 def skip_value(buf, b64, pos, n):
-    """Return the position just after the JSON value starting at pos, or -1 if it runs past n."""
+    """Return the position just after the JSON value starting at pos, -1 if it runs past n, -2 if a number
+    or literal holds a byte none can hold (the insides of strings, objects and arrays are not checked)."""
     c = buf[pos]
     if c == 34:
         e = string_end(buf, b64, pos + 1, n)
@@ -211,11 +215,13 @@ def skip_value(buf, b64, pos, n):
                     return pos + 1
             pos += 1
         return -1
-    # number or literal: runs to the next delimiter
+    # number or literal: runs to the next delimiter, through the bytes numbers and literals are made of
     while pos < n:
         c = buf[pos]
         if c == 44 or c == 125 or c == 93 or _is_ws(c):
             return pos
+        if not (48 <= c <= 57 or 97 <= c <= 122 or 65 <= c <= 90 or c == 45 or c == 43 or c == 46):
+            return -2  # no JSON value has this byte here
         pos += 1
     return -1
 
@@ -388,8 +394,8 @@ def parse_ns(buf, b64, pos, n):
     if buf[pos] == 101 or buf[pos] == 69:
         v, pos = _exponent_ns(buf, digits_start, pos, n)
         return (-v if neg else v), pos
-    if nd == 0 and fd == 0:
-        return np.int64(0), -1
+    if (nd == 0 and fd == 0) or nd > 16 or ip > MAX_US:  # MAX_US has 16 digits: more may have wrapped
+        return np.int64(0), -1  # not a number, or beyond int64 nanoseconds (the digits may have wrapped)
     for _ in range(fd, 3):
         frac *= 10
     v = ip * 1000 + frac + (1 if round_up else 0)
@@ -437,7 +443,7 @@ def parse_int(buf, b64, pos, n):
                 else:
                     return NULL64, e + 1
         else:
-            if a == e:
+            if a == e or e - a > MAX_INT_DIGITS:
                 return NULL64, e + 1
             for i in range(a, e):
                 d = buf[i]
@@ -451,12 +457,33 @@ def parse_int(buf, b64, pos, n):
         if neg:
             pos += 1
         v = np.int64(0)
+        start = pos
         while pos < n and 48 <= buf[pos] <= 57:
             v = v * 10 + (buf[pos] - 48)
             pos += 1
-        e = skip_value(buf, b64, pos, n) if pos < n else -1
-        return (-v if neg else v), e
+        digits = pos - start
+        pos = _number_rest(buf, pos, n)  # a fraction or exponent is dropped; anything else ends the value
+        if digits == 0 or digits > MAX_INT_DIGITS:
+            return NULL64, pos
+        return (-v if neg else v), pos
     return NULL64, skip_value(buf, b64, pos, n)
+
+
+@njit(cache=True, inline="always")
+def _number_rest(buf, pos, n):
+    """Return the position after the fraction and exponent (if any) of a number whose integer digits end
+    at pos, or -1 when the buffer ends first."""
+    if pos < n and buf[pos] == 46:
+        pos += 1
+        while pos < n and 48 <= buf[pos] <= 57:
+            pos += 1
+    if pos < n and (buf[pos] == 101 or buf[pos] == 69):
+        pos += 1
+        if pos < n and (buf[pos] == 43 or buf[pos] == 45):
+            pos += 1
+        while pos < n and 48 <= buf[pos] <= 57:
+            pos += 1
+    return pos if pos < n else -1
 
 
 @njit(cache=True, inline="always")
@@ -465,8 +492,10 @@ def _int_value(buf, b64, pos, n):
     null. Returns (value or NULL64, end or -1, ok): ok is False for any other value."""
     c = buf[pos]
     v, e = parse_int(buf, b64, pos, n)
-    if e < 0 or c == 45 or 48 <= c <= 57:
+    if e < 0:
         return v, e, True
+    if c == 45 or 48 <= c <= 57:
+        return v, e, v != NULL64  # NULL64: no digits, or more than int64 holds
     if c == 34:
         return v, e, v != NULL64
     return v, e, c == 110
@@ -618,7 +647,7 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
         if e >= 0 and buf[pos] != 110:
             o64[row, S_BAD] = pos
             return -3
-        return e
+        return e if e >= 0 else -1  # (-2 from skip_value is malformed JSON here, not a full table)
     pos = skip_ws(buf, pos + 1, n)
     if pos < n and buf[pos] == 125:
         return pos + 1
@@ -667,6 +696,18 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
     return -1
 
 
+@njit(cache=True, inline="always")
+def _is_phase(c):
+    """Whether c is one of the Chrome trace format's event phases (B E X i I C b n e S T p F s t f P O N
+    D M V v R c, and the context phases ( and ))."""
+    return (
+        c == 66 or c == 69 or c == 88 or c == 105 or c == 73 or c == 67 or c == 98 or c == 110 or c == 101
+        or c == 83 or c == 84 or c == 112 or c == 70 or c == 115 or c == 116 or c == 102 or c == 80
+        or c == 79 or c == 78 or c == 68 or c == 77 or c == 86 or c == 118 or c == 82 or c == 99 or c == 40
+        or c == 41
+    )  # fmt: skip
+
+
 @njit(cache=True)
 def _clear_row(o64, o32, row):
     o64[row, :] = NULL64
@@ -681,7 +722,8 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
     _clear_row(o64, o32, row)
     pos = skip_ws(buf, pos + 1, n)
     if pos < n and buf[pos] == 125:
-        return pos + 1
+        o64[row, S_BAD] = -1  # {}: no phase
+        return -3
     while pos < n:
         if buf[pos] != 34:
             return -1
@@ -692,11 +734,17 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         col = -1  # the string column this key's value goes to, interned at the one call site below
         at = pos
         ok = True
-        if h == K_PH or h == K_BP:
+        if h == K_PH:
+            e = skip_value(buf, b64, pos, n)
+            ok = buf[pos] == 34 and e == pos + 3 and _is_phase(buf[pos + 1])
+            if ok:
+                o32[row, T_PH] = buf[pos + 1]
+            pos = e
+        elif h == K_BP:
             c = buf[pos]
             e = skip_value(buf, b64, pos, n)
             if c == 34 and e > pos + 2:
-                o32[row, T_PH if h == K_PH else T_BP] = buf[pos + 1]
+                o32[row, T_BP] = buf[pos + 1]
             ok = c == 34 or c == 110
             pos = e
         elif h == K_NAME or h == K_CAT:
@@ -738,6 +786,9 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         if c == 44:
             pos = skip_ws(buf, pos + 1, n)
         elif c == 125:
+            if o32[row, T_PH] == NULL32:
+                o64[row, S_BAD] = -1  # no phase: not an event of any kind
+                return -3
             return pos + 1
         else:
             return -1
@@ -778,11 +829,13 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st)
             return WRONG_TYPE, pos, row
         if e < 0:
             # distinguish an event cut by the buffer end from a malformed one
-            if skip_value(buf, b64, pos, n) < 0:
+            if skip_value(buf, b64, pos, n) == -1:
                 return NEED_MORE, pos, row
             return BAD, pos, row
         row += 1
-        pos = e
+        pos = skip_ws(buf, e, n)
+        if pos < n and buf[pos] != 44 and buf[pos] != 93:
+            return BAD, pos, row  # events are separated by commas
 
 
 @njit(cache=True)

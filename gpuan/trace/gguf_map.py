@@ -58,6 +58,9 @@ def read_gguf(path: str | os.PathLike) -> ModelMap:
             f"not a readable GGUF file: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
         )
         raise TraceError(path, problem) from None
+    if len(reader.tensors) == 0:
+        # a vocabulary-only file, or a tensor count of 0 where the header is corrupt: no layout to join to
+        raise TraceError(path, "the GGUF file lists no tensors: not a model whose accesses can be mapped")
     arch = reader.fields.get("general.architecture")
     architecture = bytes(arch.parts[arch.data[0]]).decode("utf-8", "replace") if arch is not None else ""
     rows = []

@@ -231,12 +231,29 @@ def check_tokens(log: TensorLog, start: int, raw: np.ndarray) -> None:
     )
 
 
+def check_timestamps(log: TensorLog, start: int, raw: np.ndarray) -> None:
+    """Return None when no entry in `raw` (entries of `log` from index `start` on, all inside the used part)
+    has a zero timestamp, else raise a :class:`TraceError` naming the first. The used part is found by a
+    binary search that assumes the zeros are only the unused tail; a zero inside it is a corrupt entry,
+    and would make the search's answer depend on where it probes."""
+    zero = raw["timestamp_ns"] == 0
+    if not zero.any():
+        return
+    at = start + int(np.argmax(zero))
+    raise TraceError(
+        log.path,
+        f"entry {at:,} (byte {at * log.entry_bytes:,}): timestamp 0 inside the used part (entries up to "
+        f"{log.entries:,}); the entry is corrupt",
+    )
+
+
 def windows(log: TensorLog, rows: int = 1 << 20) -> Iterator[tuple[int, np.memmap]]:
     """Yield (first entry index, memmap of up to `rows` entries) over the used part. Each window is its own
     mapping, released when the caller drops it, so resident memory stays near one window however big the
-    log. Each window's token ids are checked first (:func:`check_tokens`): the analysis sizes its per-token
-    tables by them."""
+    log. Each window is checked first: its timestamps (:func:`check_timestamps`) and its token ids
+    (:func:`check_tokens`: the analysis sizes its per-token tables by them)."""
     for start in range(0, log.entries, rows):
         window = entries(log, start, start + rows)
+        check_timestamps(log, start, window)
         check_tokens(log, start, window)
         yield start, window

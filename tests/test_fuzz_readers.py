@@ -409,7 +409,9 @@ def kineto_truth(case: Case) -> dict:
         except (OSError, EOFError, zlib_error()) as e:
             raise Rejected(f"gzip: {e}") from None
     try:
-        doc = json.loads(raw, parse_float=Decimal, parse_constant=lambda s: float(s))
+        # strings are read leniently (README, Errors): invalid UTF-8 in a name becomes U+FFFD
+        text = raw.decode("utf-8", "replace")
+        doc = json.loads(text, parse_float=Decimal, parse_constant=lambda s: float(s))
     except (ValueError, RecursionError) as e:
         raise Rejected(f"JSON: {e}") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else None

@@ -1058,6 +1058,11 @@ def tensorlog_truth(case: Case) -> dict:
     width = {"seed64": 64, "packed64": 64, "op256": 256, "op1024": 1024}[fmt]
     if not raw or len(raw) % width:
         raise Rejected("size is not a whole number of entries")
+    stamps = [struct.unpack_from("<Q", raw, i)[0] for i in range(0, len(raw), width)]
+    used = stamps.index(0) if 0 in stamps else len(stamps)
+    for i in range(used):  # the counts of a per-operation entry: at most 4 sources, 16 experts
+        if fmt.startswith("op") and raw[i * width + 18] > 4 or fmt == "op1024" and raw[i * width + 856] > 16:
+            raise Rejected(f"entry {i} claims more sources or experts than it holds")
     try:
         acc = read_entries(case.extra["log"], fmt)
     except UnicodeDecodeError:
@@ -1065,7 +1070,6 @@ def tensorlog_truth(case: Case) -> dict:
         return {}
     if not acc:
         raise Rejected("no used entries")
-    stamps = [struct.unpack_from("<Q", raw, i)[0] for i in range(0, len(raw), width)]
     last = max((i for i, t in enumerate(stamps) if t), default=-1)
     if 0 in stamps[:last]:
         raise Rejected("a zero timestamp before the last used entry (a zero marks only the unused tail)")

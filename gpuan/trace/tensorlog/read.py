@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuan.errors import TraceError
-from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, NO_OFFSET, TOKEN_LIMIT
+from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, MAX_EXPERTS, MAX_SOURCES, NO_OFFSET, TOKEN_LIMIT
 
 SAMPLE = 4096  # entries checked for plausibility, spread evenly over the used part
 ACCEPT = 0.95  # share of sampled entries a format must explain to be chosen
@@ -247,13 +247,37 @@ def check_timestamps(log: TensorLog, start: int, raw: np.ndarray) -> None:
     )
 
 
+def check_counts(log: TensorLog, start: int, raw: np.ndarray) -> None:
+    """Return None when every per-operation entry in `raw` (entries of `log` from index `start` on) uses at
+    most its format's source records (and, in op1024, expert slots), else raise a :class:`TraceError` naming
+    the first that claims more: its extra sources do not exist, and reading only the first ones would
+    silently drop them. 64-byte entries have no counts."""
+    if "num_sources" not in raw.dtype.names:
+        return
+    over = raw["num_sources"] > MAX_SOURCES
+    if "num_experts" in raw.dtype.names:
+        over |= raw["num_experts"] > MAX_EXPERTS
+    if not over.any():
+        return
+    at = start + int(np.argmax(over))
+    e = raw[at - start]
+    experts = f", num_experts {int(e['num_experts'])}" if "num_experts" in raw.dtype.names else ""
+    raise TraceError(
+        log.path,
+        f"entry {at:,} (byte {at * log.entry_bytes:,}): num_sources {int(e['num_sources'])}{experts}, but "
+        f"the {log.format} entry holds at most {MAX_SOURCES} sources and {MAX_EXPERTS} experts; the entry is corrupt",
+    )
+
+
 def windows(log: TensorLog, rows: int = 1 << 20) -> Iterator[tuple[int, np.memmap]]:
     """Yield (first entry index, memmap of up to `rows` entries) over the used part. Each window is its own
     mapping, released when the caller drops it, so resident memory stays near one window however big the
-    log. Each window is checked first: its timestamps (:func:`check_timestamps`) and its token ids
+    log. Each window is checked first: its timestamps (:func:`check_timestamps`), its per-operation counts
+    (:func:`check_counts`) and its token ids
     (:func:`check_tokens`: the analysis sizes its per-token tables by them)."""
     for start in range(0, log.entries, rows):
         window = entries(log, start, start + rows)
         check_timestamps(log, start, window)
+        check_counts(log, start, window)
         check_tokens(log, start, window)
         yield start, window

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -152,14 +154,42 @@ def test_a_trace_from_a_bigger_gpu_is_one_line_and_exit_2(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_kernel_without_launch_sizes_is_one_line_and_exit_2(tmp_path, capsys):
-    # the kernel row lost its grid: its blocks cannot be placed, so there is nothing to simulate
+def test_a_kernel_without_launch_sizes_is_predicted_under_a_stated_assumption(tmp_path, capsys):
+    # the kernel row lost its grid. Worked by hand (2 streams, breadth, 2 us per call, one H2D engine): the
+    # copies run 0-16 and 16-32 us, the kernels are ready 84 us after them, at 100 and 116 us, for 61 us.
+    # Filling the device, stream 1's kernel waits for stream 0's: 161-222 us; as one block, it runs at once:
+    # 116-177 us
     trace = nvprof_copy_then(tmp_path / "no_grid.csv", "1.1,61.0,,,,256,1,1,28,0,0,,,", "lost_grid(float*)")
     from gpuan.cli import main
 
-    assert main(["streams", str(trace), "--streams", "2"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == f"gpuan: error: {trace}: 1 kernels have no grid/block sizes (the first: lost_grid(float*))"
+    assert main(["streams", str(trace), "--streams", "2", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["undimensioned"]["kernels"] == 1 and doc["undimensioned"]["assumption"] == "device"
+    assert doc["predicted_ns"] == pytest.approx(222_000)
+    assert doc["undimensioned"]["predicted_ns_if"] == pytest.approx({"device": 222_000, "block": 177_000})
+    assert doc["undimensioned"]["range_ns"] == pytest.approx([177_000, 222_000])
+    assert main(["streams", str(trace), "--streams", "2", "--undimensioned", "block"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 kernels have no grid/block sizes; each is taken to be: one block" in out
+    assert re.search(r"2 streams, predicted +0\.177 ms", out)
+    assert "predicted if each is one block 0.177 ms, if each fills the device 0.222 ms" in out
+
+
+@pytest.mark.parametrize("max_groups", [1, 2])
+def test_few_groups_per_kernel_keep_the_rules(max_groups):
+    # blocks freed beyond the allowed groups join a running group's wave: the rules still hold
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        w = random_workload(rng)
+        n = int(rng.integers(2, 6))
+        tl = simulate(w, Settings(TOY, n, api_ns=0.0, max_groups=max_groups))
+        start, end = tl.start.reshape(n, -1), tl.end.reshape(n, -1)
+        assert (start[:, 1:] >= end[:, :-1] + w.gap[1:] - 1e-9).all() and (tl.start >= tl.issued).all()
+        assert w.span - 1e-9 <= tl.total
+        # a kernel can end sooner than alone only by its blocks joining a running wave: by under one block
+        kernel = w.kind == KERNEL
+        block = w.dur / -(-w.grid // (TOY.sms * 4))
+        assert ((end - start)[:, kernel] >= w.dur[kernel] - block[kernel] - 1e-9).all()
 
 
 def random_workload(rng: np.random.Generator) -> Workload:

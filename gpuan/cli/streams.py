@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from gpuan.cli.arguments import nonempty, positive
-from gpuan.streams.simulate import LAUNCH_ORDERS
+from gpuan.streams.simulate import LAUNCH_ORDERS, UNDIMENSIONED
 
 
 def add_parser(sub) -> None:
@@ -27,6 +29,13 @@ def add_parser(sub) -> None:
         help="GPU to simulate (default: the one the trace recorded)",
     )
     p.add_argument("--stream", type=int, help="which stream's work to use, if the trace has several")
+    p.add_argument(
+        "--undimensioned",
+        choices=tuple(UNDIMENSIONED),
+        default="device",
+        help="what a kernel without grid/block sizes is taken to be: it fills the device (default) or is one "
+        "block; both totals are printed either way",
+    )
     p.add_argument(
         "-o",
         "--output",
@@ -50,10 +59,12 @@ def run(args) -> int:
 
     if sys.stderr.isatty() and not is_compiled():  # a note for people, not for scripts
         print("gpuan: compiling the stream simulator (first run only, about 15 seconds)", file=sys.stderr)
-    prediction = predict(
-        load_trace(args.trace), args.streams, launch_order=args.launch_order, device=args.gpu_name,
-        stream=args.stream, source=args.trace,
-    )  # fmt: skip
+    trace = load_trace(args.trace)
+    with simulation_progress() as progress:
+        prediction = predict(
+            trace, args.streams, launch_order=args.launch_order, device=args.gpu_name, stream=args.stream,
+            source=args.trace, undimensioned=args.undimensioned, progress=progress,
+        )  # fmt: skip
     checked = check(prediction, load_trace(args.measured), args.measured) if args.measured else None
     if args.output:
         write_text(args.output, chrome_json(prediction))
@@ -62,6 +73,36 @@ def run(args) -> int:
     else:
         print(_text(prediction, checked, args))
     return 0
+
+
+@contextmanager
+def simulation_progress() -> Iterator[Callable[[int, int], None] | None]:
+    """Yield a progress callback (operations simulated, operations) that shows a bar on stderr once a
+    simulation has run a while, or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    bar = Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), transient=True, console=Console(stderr=True),
+    )  # fmt: skip
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:  # the bar appears with the first report, after the simulation's first second
+            bar.start()
+            task = bar.add_task("simulating", total=total)
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if task is not None:
+            bar.stop()
 
 
 def _ms(ns: float) -> str:
@@ -78,6 +119,15 @@ def _text(p, checked, args) -> str:
     ]
     for s, (a, b) in enumerate(p.stream_spans()):
         lines.append(f"    stream {s}: {_ms(a)} to {_ms(b)}")
+    if p.undimensioned:
+        u = p.parameters()["undimensioned"]
+        totals = p.totals_if
+        lines += [
+            f"  {u['kernels']:,} of {u['of']:,} kernels have no grid/block sizes; each is taken to be: {u['meaning']}",
+            "    predicted if "
+            + ", if ".join(f"{_IF[a]} {_ms(v)}" for a, v in totals.items())
+            + f" (range {_ms(min(totals.values()))} to {_ms(max(totals.values()))})",
+        ]
     if checked:
         lines.append(f"  measured ({args.measured}) {_ms(checked.measured_ns)}: error {checked.error * 100:+.2f}%")
         for sid, a, b in checked.measured_streams:
@@ -103,8 +153,14 @@ def _text(p, checked, args) -> str:
         lines.append(
             f"  kernel {k['name'][:60]}: {k['blocks']} blocks of {k['threads_per_block']}, "
             f"{k['blocks_per_sm']} per SM, {_ms(k['block_ns'])} per block"
+            + " (no launch sizes: assumed)"
+            * k["assumed"]
         )
     return "\n".join(lines)
+
+
+#: the assumptions for kernels without launch dimensions, as the text output names them
+_IF = {"device": "each fills the device", "block": "each is one block"}
 
 
 def _json(p, checked, args) -> dict:
@@ -117,6 +173,10 @@ def _json(p, checked, args) -> dict:
         "predicted_ns": p.total_ns,
         "speedup": p.speedup,
         "stream_spans_ns": p.stream_spans(),
+        "undimensioned": {
+            "kernels": p.undimensioned, "assumption": p.settings.undimensioned, "predicted_ns_if": p.totals_if,
+            "range_ns": [min(p.totals_if.values()), max(p.totals_if.values())] if p.totals_if else None,
+        },
         "operations": [
             {"stream": int(tl.stream[i]), "name": p.workload.names[int(tl.index[i])],
              "start_ns": float(tl.start[i]), "end_ns": float(tl.end[i])}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import pyarrow.compute as pc
 
 from gpuan.devices import GPU, lookup, of_trace
 from gpuan.errors import TraceError
-from gpuan.streams.simulate import BlockTooBig, Settings, Timeline, kernel_blocks, simulate
+from gpuan.streams.simulate import UNDIMENSIONED, BlockTooBig, Settings, Timeline, kernel_blocks, simulate
 from gpuan.streams.workload import KERNEL, Workload, bandwidths, gpu_operations, overheads, workload
 from gpuan.trace.table import Trace
 
@@ -27,6 +28,9 @@ class Prediction:
     settings: Settings
     timeline: Timeline
     source: str
+    #: predicted total (ns) under each assumption for kernels without launch dimensions, where there are
+    #: such kernels (the range their unknown size leaves); empty otherwise
+    totals_if: dict[str, float] = field(default_factory=dict)
 
     @property
     def n_streams(self) -> int:
@@ -47,6 +51,11 @@ class Prediction:
         """Serial time over predicted time."""
         return self.serial_ns / self.total_ns if self.total_ns else float("nan")
 
+    @property
+    def undimensioned(self) -> int:
+        """How many of the workload's kernels have no launch dimensions (placed under an assumption)."""
+        return int(self.workload.undimensioned().sum())
+
     def stream_spans(self) -> list[tuple[float, float]]:
         """Return (first start, last end) of each predicted stream, ns."""
         tl = self.timeline
@@ -56,9 +65,10 @@ class Prediction:
     def parameters(self) -> dict[str, Any]:
         """Return every parameter the prediction used, with where the device's numbers come from."""
         s, gpu, w = self.settings, self.settings.gpu, self.workload
-        blocks = kernel_blocks(w, gpu)
+        blocks, assumed = kernel_blocks(w, gpu, s.undimensioned), w.undimensioned()
         kernels = [
-            {"name": w.names[i], "blocks": int(w.grid[i]), "threads_per_block": int(w.threads[i]),
+            {"name": w.names[i], "blocks": int(blocks.grid[i]), "assumed": bool(assumed[i]),
+             "threads_per_block": int(w.threads[i]),
              "registers": int(w.registers[i]), "shared_memory": int(w.shared_memory[i]),
              "blocks_per_sm": int(blocks.per_sm[i]), "block_ns": float(blocks.time[i]), "duration_ns": float(w.dur[i])}
             for i in np.flatnonzero(w.kind == KERNEL)[:20]
@@ -76,6 +86,12 @@ class Prediction:
             "api_ns": s.api_ns,
             "overheads_ns": overheads(w),
             "copy_bandwidth_Bps": bandwidths(w),
+            "max_groups_per_kernel": s.max_groups,
+            "undimensioned": {
+                "kernels": self.undimensioned, "of": int((w.kind == KERNEL).sum()),
+                "assumption": s.undimensioned, "meaning": UNDIMENSIONED[s.undimensioned],
+                "predicted_ns_if": self.totals_if,
+            },
             "kernels": kernels,
             "sources": gpu.sources,
         }  # fmt: skip
@@ -103,14 +119,18 @@ def device_of(trace: Trace, device: str | None, source: str) -> GPU:
     return gpu
 
 
-def settings_for(gpu: GPU, n_streams: int, launch_order: str = "breadth", api_ns: float = DEFAULT_API_NS) -> Settings:
+def settings_for(
+    gpu: GPU, n_streams: int, launch_order: str = "breadth", api_ns: float = DEFAULT_API_NS,
+    undimensioned: str = "device",
+) -> Settings:  # fmt: skip
     """Return the simulation settings for `gpu`: its copy engines split between the two directions (at
-    least one each), its engine time slices, and the launch order and host overhead given."""
+    least one each), its engine time slices, and the launch order, host overhead and assumption for
+    kernels without launch dimensions given."""
     per_direction = max(1, gpu.copy_engines // 2)
     return Settings(
         gpu=gpu, n_streams=n_streams, launch_order=launch_order, api_ns=api_ns,
         engines=(per_direction, per_direction, 1),
-        copy_first_turn_ns=gpu.copy_first_turn_ns, copy_turn_ns=gpu.copy_turn_ns,
+        copy_first_turn_ns=gpu.copy_first_turn_ns, copy_turn_ns=gpu.copy_turn_ns, undimensioned=undimensioned,
     )  # fmt: skip
 
 
@@ -122,20 +142,36 @@ def predict(
     device: str | None = None,
     stream: int | None = None,
     source: str | None = None,
+    undimensioned: str = "device",
+    progress: Callable[[int, int], None] | None = None,
 ) -> Prediction:
     """Return the predicted timeline of `n_streams` copies of the single-stream work in `trace`, each on its
-    own stream, on `device` (a name; default: the GPU the trace recorded)."""
+    own stream, on `device` (a name; default: the GPU the trace recorded). Kernels without launch
+    dimensions are placed as `undimensioned` says (see :data:`UNDIMENSIONED`); where there are any, the
+    work is simulated under every assumption, and :attr:`Prediction.totals_if` holds each total.
+    `progress` is called with (operations simulated, operations to simulate) while a long one runs."""
     source = source or str(trace.metadata.get("source", "trace"))
     if n_streams < 1:
         raise TraceError(source, f"--streams must be at least 1, not {n_streams}")
     w = workload(trace, stream=stream, source=source)
     gpu = device_of(trace, device, source)
-    settings = settings_for(gpu, n_streams, launch_order, _api_ns(trace))
-    try:
-        timeline = simulate(w, settings)
-    except BlockTooBig as e:
-        raise TraceError(source, f"{e}: it cannot run on that GPU") from None
-    return Prediction(w, settings, timeline, source)
+    settings = settings_for(gpu, n_streams, launch_order, _api_ns(trace), undimensioned)
+    assumptions = [undimensioned] + [a for a in UNDIMENSIONED if a != undimensioned] if w.undimensioned().any() else []
+    runs = max(1, len(assumptions))
+    timelines = {}
+    for i, assumption in enumerate(assumptions or [undimensioned]):
+        report = None if progress is None else _offset(progress, i * n_streams * len(w), runs * n_streams * len(w))
+        try:
+            timelines[assumption] = simulate(w, replace(settings, undimensioned=assumption), report)
+        except BlockTooBig as e:
+            raise TraceError(source, f"{e}: it cannot run on that GPU") from None
+    totals = {a: timelines[a].total for a in assumptions}
+    return Prediction(w, settings, timelines[undimensioned], source, totals)
+
+
+def _offset(progress: Callable[[int, int], None], before: int, total: int) -> Callable[[int, int], None]:
+    """Return a progress callback for one of several simulations: its count after `before`, of `total`."""
+    return lambda done, _: progress(before + done, total)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,23 @@ each finish time is computed exactly, never stepped. The rules:
 - Kernels: thread blocks go to SMs while the SM's threads, registers, shared memory and block slots
   allow, kernels in the order they became ready (a kernel's blocks only after all blocks of the kernels
   before it have been placed). Each block lasts the kernel's average block time: its single-stream
-  duration divided by its waves on the whole GPU.
+  duration divided by its waves on the whole GPU. A kernel without launch dimensions is placed under the
+  assumption ``undimensioned`` (see :func:`kernel_blocks`).
 - Other operations (memsets) take their measured time and no shared resource.
+
+Why the cost does not grow with the grid: blocks placed at one time are one group and end together. While
+a kernel still has blocks to place (the head of the ready order), every group of it that ends is refilled
+at once by the same number of its blocks on the same SMs (nothing else may take them, and the room freed
+is exactly the group's), so each of its groups recurs with the period of one block time. The head's
+groups are therefore not events: their waves are counted when needed (a float sum per wave), and one
+event marks the wave where the head's blocks run out (``_EXHAUST``; far ahead, a ``_REPLAN`` first). The
+timeline is the one the loop with an event per group and wave gave, to the bit (compared on the real traces
+of ../shared/data, N = 1 to 16, when it replaced that loop). The events grow with the groups, not the
+blocks; groups split when blocks of several kernels interleave, so a head kernel runs at most
+``max_groups`` of them: blocks freed beyond that join the group whose wave boundary is nearest (its
+running wave, ending with it, or its next one, their room held idle until then). This bounds the events
+per kernel; where it applied it moved the SD-3.5 trace's prediction by under 0.5 % (bench/streams.py), and
+a run whose kernels never split into that many groups is unchanged by it.
 
 The event loop (``_run``) is compiled with numba: one heap of events, the state in numpy arrays. Run with
 ``NUMBA_DISABLE_JIT=1`` it is plain Python, the same code, for stepping through in a debugger.
@@ -29,6 +44,9 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +54,7 @@ from numba import njit
 
 from gpuan.devices import GPU
 from gpuan.engine.jit import compiled_on_disk
-from gpuan.streams.occupancy import block_needs, fit, sm_capacity
+from gpuan.streams.occupancy import WARP, block_needs, fit, sm_capacity
 from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, Workload
 
 LAUNCH_ORDERS = ("breadth", "depth")
@@ -57,6 +75,11 @@ class Settings:
     #: later turn; None: a stream keeps its engine until its back-to-back copies are done
     copy_first_turn_ns: float | None = None
     copy_turn_ns: float | None = None
+    #: what a kernel without launch dimensions is taken to be (one of UNDIMENSIONED)
+    undimensioned: str = "device"
+    #: groups of blocks the kernel placing blocks may run at once: blocks freed beyond them wait for the
+    #: group whose next wave starts first (see the module docstring); 0: no limit
+    max_groups: int = 32
 
 
 @dataclass
@@ -96,15 +119,28 @@ class Blocks:
     time: np.ndarray
 
 
-def kernel_blocks(w: Workload, gpu: GPU) -> Blocks:
+#: what a kernel without launch dimensions (grid or block size missing) is taken to be
+UNDIMENSIONED = {
+    "device": "fills the device: one wave of blocks that each hold a whole SM, for its measured time",
+    "block": "one block of one warp for its measured time: it leaves the rest of the device free",
+}
+
+
+def kernel_blocks(w: Workload, gpu: GPU, undimensioned: str = "device") -> Blocks:
     """Return the blocks of the workload's kernels; a block lasts the kernel's average block time, its
-    duration / ceil(grid / (SMs x blocks per SM)). Kernels without a launch configuration run as one block
-    per SM holding the whole SM, for their full duration."""
+    duration / ceil(grid / (SMs x blocks per SM)). Kernels without a launch configuration (see
+    :meth:`Workload.undimensioned`) are what :data:`UNDIMENSIONED` says of `undimensioned`."""
+    if undimensioned not in UNDIMENSIONED:
+        raise ValueError(f"undimensioned must be one of {sorted(UNDIMENSIONED)}, not {undimensioned!r}")
     capacity = sm_capacity(gpu)
-    known = (w.kind == KERNEL) & (w.grid > 0) & (w.threads > 0)
-    needs = np.where(known[:, None], block_needs(gpu, w.threads, w.registers, w.shared_memory), capacity[None, :])
+    known = (w.kind == KERNEL) & ~w.undimensioned()
+    if undimensioned == "device":
+        assumed, assumed_grid = capacity, gpu.sms
+    else:
+        assumed, assumed_grid = block_needs(gpu, [WARP], [0], [0])[0], 1
+    needs = np.where(known[:, None], block_needs(gpu, w.threads, w.registers, w.shared_memory), assumed[None, :])
     per_sm = np.maximum(fit(capacity[None, :], needs), 1)
-    grid = np.where(known, w.grid, gpu.sms)
+    grid = np.where(known, w.grid, assumed_grid)
     waves = -(-grid // (gpu.sms * per_sm))
     return Blocks(needs, grid, per_sm, np.where(w.kind == KERNEL, w.dur / waves, 0.0))
 
@@ -117,39 +153,71 @@ class BlockTooBig(ValueError):
     simulated on a smaller one)."""
 
 
-def too_big(w: Workload, gpu: GPU) -> list[str]:
+def too_big(w: Workload, gpu: GPU, undimensioned: str = "device") -> list[str]:
     """Return, for each kernel whose thread block does not fit an empty SM of `gpu`, what it needs against
     what an SM has; empty when all fit."""
     capacity = sm_capacity(gpu)
-    needs = kernel_blocks(w, gpu).needs  # rows other than kernels with a launch configuration hold capacity
+    needs = kernel_blocks(w, gpu, undimensioned).needs  # rows other than launched kernels fit by construction
     return [
         f"kernel {w.names[i][:80]} needs {needs[i, j]} {RESOURCES[j]} per block, a {gpu.name} SM has {capacity[j]}"
         for i, j in np.argwhere(needs > capacity[None, :])
     ]
 
 
-def simulate(w: Workload, settings: Settings) -> Timeline:
+def simulate(w: Workload, settings: Settings, progress: Callable[[int, int], None] | None = None) -> Timeline:
     """Return the timeline of `settings.n_streams` copies of workload `w` issued on as many streams.
-    Raises :class:`BlockTooBig` if a kernel's block does not fit an SM of the GPU (see :func:`too_big`)."""
+    Raises :class:`BlockTooBig` if a kernel's block does not fit an SM of the GPU (see :func:`too_big`).
+
+    `progress`, if given, is called with (operations finished, operations) every tenth of a second once
+    the simulation has run for :data:`PROGRESS_AFTER_S` (never for a short one)."""
     gpu, n, m = settings.gpu, settings.n_streams, len(w)
-    problems = too_big(w, gpu)
+    problems = too_big(w, gpu, settings.undimensioned)
     if problems:
         raise BlockTooBig(problems[0])
-    blocks = kernel_blocks(w, gpu)
+    blocks = kernel_blocks(w, gpu, settings.undimensioned)
     direction = np.array([_direction(k) for k in w.kind], np.int64)
     order = np.array([s * m + k for s, k in issue_order(m, n, settings.launch_order)], np.int64)
     turn = settings.copy_turn_ns if settings.copy_turn_ns is not None else math.inf
     first_turn = settings.copy_first_turn_ns if settings.copy_first_turn_ns is not None else turn
-    start, end, issued = _run(
+    args = (
         n, np.asarray(w.kind, np.int64), direction, np.asarray(w.dur, np.float64), np.asarray(w.gap, np.float64),
         np.asarray(w.pageable, np.bool_), np.asarray(blocks.needs, np.int64), np.asarray(blocks.grid, np.int64),
         np.asarray(blocks.time, np.float64), sm_capacity(gpu), int(gpu.sms), np.array(settings.engines, np.int64),
-        float(settings.api_ns), float(turn), float(first_turn), order,
+        float(settings.api_ns), float(turn), float(first_turn), order, int(settings.max_groups or -1),
     )  # fmt: skip
+    done = np.zeros(1, np.int64)
+    start, end, issued = _run(*args, done) if progress is None else _reporting(args, done, n * m, progress)
     if np.isnan(end).any():  # pragma: no cover - every op finishes by construction
         raise RuntimeError("simulation ended with unfinished operations")
     stream, index = np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
     return Timeline(stream=stream, index=index, start=start, end=end, issued=issued)
+
+
+#: seconds a simulation runs before it reports progress
+PROGRESS_AFTER_S = 1.0
+
+
+def _reporting(args: tuple, done: np.ndarray, total: int, progress: Callable[[int, int], None]):
+    """Run the event loop in a thread (it holds no GIL) and report `done` to `progress` while it runs;
+    return what the loop returns, or raise what it raised."""
+    out: list = []
+
+    def work() -> None:
+        try:
+            out.append(_run(*args, done))
+        except BaseException as e:  # handed to the caller's thread
+            out.append(e)
+
+    worker = threading.Thread(target=work, name="gpuan-streams", daemon=True)
+    began = time.monotonic()
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+        if worker.is_alive() and time.monotonic() - began >= PROGRESS_AFTER_S:
+            progress(int(done[0]), total)
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
 
 
 def is_compiled() -> bool:
@@ -163,30 +231,36 @@ def _direction(kind: int) -> int:
 
 
 # Event kinds. Events are (time, sequence number, kind, a, b, c): equal times pop in the order pushed.
-_ISSUE, _READY, _COPY_DONE, _BLOCKS_DONE, _OTHER_DONE, _TURN_ENDS, _HOST_FREE = range(7)
+_ISSUE, _READY, _COPY_DONE, _BLOCKS_DONE, _OTHER_DONE, _TURN_ENDS, _HOST_FREE, _EXHAUST, _REPLAN = range(9)
 # Slots of the loop's counters (numba closures cannot rebind captured scalars, so they live in an array).
 _SEQ, _HOST_WAITS_FOR, _NEXT_ISSUE, _WAIT_HEAD, _WAIT_TAIL, _POOL_FREE, _HOLD_SEQ, _ROOM_FOR = range(8)
+_GROUP_SEQ, _N_HEAD, _PLAN = range(8, 11)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capacity, sms, engines, api_ns, turn,
-         first_turn, order):  # fmt: skip
+         first_turn, order, max_groups, done):  # fmt: skip
     """The event loop of :func:`simulate`; returns the start, end and issue time of every operation (row
     stream * m + k). Operation ids are rows; per-direction copy state is one row per direction, one column
-    per stream."""
+    per stream. ``done[0]`` counts the finished operations as it runs (read by another thread for a
+    progress bar; the loop holds no GIL)."""
     m = kind.size
     total = n * m
     start = np.full(total, np.nan)
     end = np.full(total, np.nan)
     issued = np.full(total, np.nan)
     dep_ready = np.full(total, np.nan)  # when the stream predecessor allows the op (end + gap)
-    ctr = np.zeros(8, np.int64)
+    ctr = np.zeros(11, np.int64)
     ctr[_HOST_WAITS_FOR] = -1  # the pageable copy the host is held by, if any
     ctr[_ROOM_FOR] = -1  # the kernel row `room` holds each SM's room for
-    heap = [(0.0, np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0))]
+    heap = [(0.0, 0.0, np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0))]
     heap.pop()
+    clock = np.zeros(1)  # the time of the event being handled
 
-    # kernels: free SM resources, kernels placing blocks in ready order, block groups in flight
+    # kernels: free SM resources, kernels placing blocks in ready order, block groups in flight. A group
+    # is the blocks of one kernel placed at one time; they end together. The head kernel's groups recur
+    # (see _EXHAUST): wave j of group g runs from born[g] + j x block time, and only the wave where the
+    # head's blocks run out is an event.
     free = np.empty((sms, 4), np.int64)
     for i in range(sms):
         free[i] = capacity
@@ -198,6 +272,13 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
     group_take = np.zeros((pool, sms), np.int64)
     pool_free = np.arange(pool)
     ctr[_POOL_FREE] = pool
+    group_w = np.zeros(pool, np.int64)  # blocks per wave
+    group_placed = np.zeros(pool)  # when it was placed
+    group_seq = np.zeros(pool, np.int64)  # creation order
+    group_j = np.zeros(pool, np.int64)  # its wave that started last (0: the one placed)
+    group_at = np.zeros(pool)  # when that wave started
+    group_cap = np.zeros(pool, np.int64)  # its last full wave under the head's current plan
+    head = np.empty(pool, np.int64)  # the recurring groups of the head kernel (ctr[_N_HEAD] of them)
     room = np.empty(sms, np.int64)  # kept up to date for one kernel row, the one placing blocks
 
     # copies: per direction, the streams holding an engine (their moving copy or -1 between two
@@ -214,9 +295,14 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
     since = np.zeros(3)  # time the holders' `left` was last brought up to date
     version = np.zeros(3, np.int64)
 
-    def push(t, what, a, b, c):
-        heapq.heappush(heap, (t, ctr[_SEQ], np.int64(what), np.int64(a), np.int64(b), np.int64(c)))
+    def push_from(t, scheduled, what, a, b, c):
+        # events at one time pop in the order they were scheduled (time, then order of pushing); a
+        # recurring group's wave is scheduled when the wave before it starts, though pushed later
+        heapq.heappush(heap, (t, scheduled, ctr[_SEQ], np.int64(what), np.int64(a), np.int64(b), np.int64(c)))
         ctr[_SEQ] += 1
+
+    def push(t, what, a, b, c):
+        push_from(t, clock[0], what, a, b, c)
 
     def issue_next(t):
         if ctr[_NEXT_ISSUE] < order.size:
@@ -229,6 +315,7 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
 
     def finish(op, t):
         end[op] = t
+        done[0] += 1
         if op % m + 1 < m:
             dep_ready[op + 1] = t + gap[(op + 1) % m]
             maybe_ready(op + 1, t)
@@ -336,6 +423,84 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 r = min(r, free[i, j] // needs[k, j])
         return r
 
+    def settle(t):
+        # the head's waves that started before t take their blocks (never past the plan's caps). A wave
+        # starts where the one before it ends, start + block time, the sum the one-event-per-wave loop
+        # formed: waves of groups placed at one instant stay at one instant, as there
+        for h in range(ctr[_N_HEAD]):
+            g = head[h]
+            tb = block_time[group_op[g] % m]
+            j, at = group_j[g], group_at[g]
+            while j < group_cap[g] and at + tb < t:
+                at += tb
+                j += 1
+            blocks_left[group_op[g]] -= (j - group_j[g]) * group_w[g]
+            group_j[g], group_at[g] = j, at
+
+    def wave_order(rounds, starts):
+        # the head's groups in the order their waves `rounds` after the next one start (returned in
+        # `starts`, the start of the wave before it in starts[nh:]): by time, then the group placed later
+        # first (its wave was scheduled by an event handled before the older group's wave at that
+        # instant), then the one created first
+        nh = ctr[_N_HEAD]
+        placed = np.empty(nh)
+        seq = np.empty(nh, np.int64)
+        for h in range(nh):
+            g = head[h]
+            tb = block_time[group_op[g] % m]
+            at = group_at[g]
+            for _ in range(rounds):
+                at += tb
+            starts[nh + h] = at
+            starts[h] = at + tb
+            placed[h] = -group_placed[g]
+            seq[h] = group_seq[g]
+        idx = np.argsort(seq)
+        idx = idx[np.argsort(placed[idx], kind="mergesort")]
+        return idx[np.argsort(starts[:nh][idx], kind="mergesort")]
+
+    def plan(t):
+        # where the head's blocks run out: its groups take their blocks wave after wave, `rounds` full
+        # rounds, then in order until the last blocks; caps say how many waves each group runs before.
+        # Far from the end (more than 2 rounds) the caps stop every group a round early and a _REPLAN
+        # comes before any reaches its cap, so a plan walks at most 3 waves of each group
+        op = group_op[head[0]]
+        nh = ctr[_N_HEAD]
+        per_round = 0
+        for h in range(nh):
+            per_round += group_w[head[h]]
+        rounds = (blocks_left[op] - 1) // per_round
+        ctr[_PLAN] += 1
+        if rounds > 2:
+            for h in range(nh):
+                group_cap[head[h]] = group_j[head[h]] + rounds - 1
+            push(t + (rounds - 1.5) * block_time[op % m], _REPLAN, ctr[_PLAN], 0, 0)
+            return
+        still = blocks_left[op] - rounds * per_round
+        starts = np.empty(2 * nh)
+        last = -1
+        for h in wave_order(rounds, starts):
+            g = head[h]
+            if last < 0 and still <= group_w[g]:
+                last = h
+            group_cap[g] = group_j[g] + rounds + (1 if last < 0 else 0)
+            still -= group_w[g] if last < 0 else 0
+        push_from(starts[last], starts[nh + last], _EXHAUST, ctr[_PLAN], head[last], 0)
+
+    def release_group(g):
+        op = group_op[g]
+        taken = 0
+        for i in range(sms):
+            if group_take[g, i]:
+                for j in range(4):
+                    free[i, j] += group_take[g, i] * needs[op % m, j]
+                taken += group_take[g, i]
+                if ctr[_ROOM_FOR] >= 0:
+                    room[i] = fit_one(i, ctr[_ROOM_FOR])
+        blocks_running[op] -= taken
+        pool_free[ctr[_POOL_FREE]] = g
+        ctr[_POOL_FREE] += 1
+
     def place_blocks(t):
         while ctr[_WAIT_HEAD] < ctr[_WAIT_TAIL]:
             op = waiting[ctr[_WAIT_HEAD]]
@@ -350,6 +515,12 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             g = pool_free[ctr[_POOL_FREE] - 1]
             ctr[_POOL_FREE] -= 1
             group_op[g] = op
+            group_w[g] = want
+            group_placed[g] = t
+            group_at[g] = t
+            group_j[g] = 0
+            group_seq[g] = ctr[_GROUP_SEQ]
+            ctr[_GROUP_SEQ] += 1
             _spread(room, want, group_take[g])
             for i in range(sms):
                 if group_take[g, i]:
@@ -358,20 +529,52 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                     room[i] = fit_one(i, k)
             if math.isnan(start[op]):
                 start[op] = t
-            blocks_left[op] -= want
             blocks_running[op] += want
-            push(t + block_time[k], _BLOCKS_DONE, g, 0, 0)
-            if blocks_left[op] == 0:
-                ctr[_WAIT_HEAD] += 1
-            else:
+            if blocks_left[op] > want and ctr[_N_HEAD] == max_groups:
+                # as many groups as allowed: these blocks join the group whose wave boundary is nearest, the
+                # wave running now (ending with it, sooner than a wave of their own would) or the next one
+                # (holding their room idle until it starts)
+                tb = block_time[k]
+                latest, soonest = head[0], head[0]
+                for h in range(1, ctr[_N_HEAD]):
+                    if group_at[head[h]] > group_at[latest]:
+                        latest = head[h]
+                    if group_at[head[h]] < group_at[soonest]:
+                        soonest = head[h]
+                now = t - group_at[latest] <= group_at[soonest] + tb - t
+                into = latest if now else soonest
+                if now:
+                    blocks_left[op] -= want
+                group_w[into] += want
+                for i in range(sms):
+                    group_take[into, i] += group_take[g, i]
+                pool_free[ctr[_POOL_FREE]] = g
+                ctr[_POOL_FREE] += 1
+                plan(t)
                 return
+            blocks_left[op] -= want
+            if blocks_left[op] > 0:  # the head: this group recurs with the others
+                head[ctr[_N_HEAD]] = g
+                ctr[_N_HEAD] += 1
+                plan(t)
+                return
+            # all placed: every group of the kernel ends with the wave it runs
+            nh = ctr[_N_HEAD]
+            ends = np.empty(2 * nh)
+            for h in wave_order(0, ends):
+                push_from(ends[h], ends[nh + h], _BLOCKS_DONE, head[h], 0, 0)
+            push(t + block_time[k], _BLOCKS_DONE, g, 0, 0)
+            ctr[_N_HEAD] = 0
+            ctr[_PLAN] += 1
+            ctr[_WAIT_HEAD] += 1
 
     # -- the loop --------------------------------------------------------------------------------------
     for s in range(n):
         dep_ready[s * m] = 0.0
     issue_next(0.0)
     while heap:
-        t, _, what, a, b, c = heapq.heappop(heap)
+        t, _, _, what, a, b, c = heapq.heappop(heap)
+        clock[0] = t
         if what == _ISSUE:
             issued[a] = t
             maybe_ready(a, t)
@@ -387,6 +590,7 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 blocks_left[a] = grid[k]
                 waiting[ctr[_WAIT_TAIL]] = a
                 ctr[_WAIT_TAIL] += 1
+                settle(t)
                 place_blocks(t)
             elif direction[k] >= 0:
                 left[a] = dur[k]
@@ -402,20 +606,25 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 turn_over(a, t)
         elif what == _BLOCKS_DONE:
             op = group_op[a]
-            taken = 0
-            for i in range(sms):
-                if group_take[a, i]:
-                    for j in range(4):
-                        free[i, j] += group_take[a, i] * needs[op % m, j]
-                    taken += group_take[a, i]
-                    if ctr[_ROOM_FOR] >= 0:
-                        room[i] = fit_one(i, ctr[_ROOM_FOR])
-            blocks_running[op] -= taken
-            pool_free[ctr[_POOL_FREE]] = a
-            ctr[_POOL_FREE] += 1
+            release_group(a)
             if blocks_left[op] == 0 and blocks_running[op] == 0:
                 finish(op, t)
+            settle(t)
             place_blocks(t)
+        elif what == _EXHAUST:
+            if a == ctr[_PLAN]:  # the head's groups run their planned waves; group b ends with its last
+                settle(math.inf)
+                at = 0
+                for h in range(ctr[_N_HEAD]):
+                    at = h if head[h] == b else at
+                ctr[_N_HEAD] -= 1
+                head[at] = head[ctr[_N_HEAD]]
+                release_group(b)
+                place_blocks(t)  # the head's last blocks where b ran, then the next kernels
+        elif what == _REPLAN:
+            if a == ctr[_PLAN]:
+                settle(t)
+                plan(t)
         elif what == _OTHER_DONE:
             finish(a, t)
     return start, end, issued

@@ -32,7 +32,7 @@ class Workload:
     gap: np.ndarray  # float64 ns
     bytes: np.ndarray  # int64
     pageable: np.ndarray  # bool
-    grid: np.ndarray  # int64 blocks
+    grid: np.ndarray  # int64 blocks (workgroups), 0 where unknown
     threads: np.ndarray  # int64 threads per block
     registers: np.ndarray  # int64 per thread
     shared_memory: np.ndarray  # int64 per block
@@ -41,6 +41,11 @@ class Workload:
 
     def __len__(self) -> int:
         return self.kind.size
+
+    def undimensioned(self) -> np.ndarray:
+        """Return the mask of kernels without launch dimensions (grid or block size unknown): the trace
+        did not record them (ROCm's Triton kernels, launched through hipModuleLaunchKernel, often lack them)."""
+        return (self.kind == KERNEL) & ((self.grid < 1) | (self.threads < 1))
 
     @property
     def span(self) -> float:
@@ -120,10 +125,6 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
     gap = np.zeros_like(start)
     gap[1:] = np.maximum(start[1:] - end[:-1], 0.0)
     grid, threads = _volume(ops, "grid"), _volume(ops, "block")
-    unlaunched = np.flatnonzero((kind == KERNEL) & ((grid < 1) | (threads < 1)))
-    if unlaunched.size:  # without grid and block sizes, a kernel's blocks cannot be placed on the SMs
-        first = names[unlaunched[0]]
-        raise TraceError(source, f"{unlaunched.size:,} kernels have no grid/block sizes (the first: {first[:80]})")
     return Workload(
         names=names, kind=kind, start=start, dur=dur, gap=gap, bytes=_filled(ops, "bytes"), pageable=pageable,
         grid=grid, threads=threads, registers=_filled(ops, "registers"),

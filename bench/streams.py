@@ -10,7 +10,10 @@ model's error on the same files (the anchor). ``--recorded DIR`` adds the runs t
 
 Speed: the simulation of N copies of the largest single stream of ../shared/data (v100_rank0, stream 7:
 6,095 kernels and copies) for N = 1, 2, 4, 8, 16 (one run each, after one untimed run that compiles
-the event loop), against the time to read that trace in the same run.
+the event loop), against the time to read that trace in the same run. Then the ROCm SD-3.5 inference
+(mi300x_xdit_sd35_rank0, 8,066 operations, kernels that split into hundreds of groups of blocks) for
+N = 2, 4, 8, 16, each also without the limit on groups per kernel (``max_groups=0``, the exact timeline)
+to show what the limit moves.
 
 A Markdown table goes to <out>/streams-<date>-<machine>.md with the machine, date and commit.
 """
@@ -46,6 +49,7 @@ NVPROF_PAIRS = (
 SPEED_TRACE, SPEED_STREAM = "kineto/v100_rank0_ns_resolution.json.gz", 7
 #: the block-completion events multiply as more GPU-filling kernels interleave (1.2M at N = 4)
 SPEED_COUNTS = (1, 2, 4, 8, 16)
+ROCM_TRACE, ROCM_COUNTS = "kineto/mi300x_xdit_sd35_rank0.json.gz", (2, 4, 8, 16)
 ELEMENTS = 1 << 24  # 64 MiB of float32 per copy
 
 
@@ -84,6 +88,31 @@ def speed() -> tuple[float, list[dict]]:
     return read, rows
 
 
+def rocm_speed() -> list[dict]:
+    """Return, per N, the seconds to predict N copies of the SD-3.5 trace, its total, and the total and
+    seconds without the limit on groups per kernel."""
+    from dataclasses import replace
+
+    from gpuan.streams.predict import _api_ns, device_of, settings_for
+    from gpuan.streams.simulate import simulate
+    from gpuan.streams.workload import workload
+
+    trace = load(DATA / ROCM_TRACE)
+    w, gpu = workload(trace), device_of(trace, None, ROCM_TRACE)
+    rows = []
+    for n in ROCM_COUNTS:
+        t = time.perf_counter()
+        p = predict(trace, n)
+        seconds = time.perf_counter() - t
+        exact = replace(settings_for(gpu, n, "breadth", _api_ns(trace)), max_groups=0)
+        t = time.perf_counter()
+        total = simulate(w, exact).total
+        rows.append({"n": n, "ops": n * len(p.workload), "seconds": seconds, "predicted_ms": p.total_ns / 1e6,
+                     "speedup": p.speedup, "exact_ms": total / 1e6, "exact_seconds": time.perf_counter() - t,
+                     "assumed": p.undimensioned})  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
@@ -98,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     acc = accuracy(pairs)
     read, spd = speed() if (DATA / SPEED_TRACE).exists() else (0.0, [])
+    rocm = rocm_speed() if (DATA / ROCM_TRACE).exists() else []
 
     lines = [
         f"# gpuan streams benchmark, {dt.date.today()} on {info['cpu']} ({info['cores']} cores)"
@@ -127,6 +157,19 @@ def main(argv: list[str] | None = None) -> int:
     for r in spd:
         lines.append(f"| {r['n']} | {r['ops']:,} | {r['seconds']:.3f} | {r['seconds'] / read:.2f} | "
                      f"{r['ops_per_s']:,.0f} | {r['speedup']:.2f}x |")  # fmt: skip
+    lines += [
+        "",
+        f"## Speed: {ROCM_TRACE} (MI300X) on N streams (one run each)",
+        "",
+        "Limited: at most 32 groups of blocks per kernel (the default); exact: no limit.",
+        "",
+        "| N | operations | seconds | predicted | speed-up | exact: predicted | difference | exact: seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rocm:
+        lines.append(f"| {r['n']} | {r['ops']:,} | {r['seconds']:.2f} | {r['predicted_ms']:.3f} ms | "
+                     f"{r['speedup']:.2f}x | {r['exact_ms']:.3f} ms | {r['predicted_ms'] / r['exact_ms'] - 1:+.3%} | "
+                     f"{r['exact_seconds']:.2f} |")  # fmt: skip
     text = "\n".join(lines) + "\n"
     print(text)
     save_report(args.out, "streams", info, text)

@@ -628,7 +628,9 @@ def _number(cell: str, what: str, whole: bool = False) -> Decimal | None:
 
 def nvprof_truth(case: Case) -> dict:
     text = case.path.read_bytes().decode("utf-8", "replace")
-    rows = [r for r in csv.reader(line for line in text.splitlines() if line.strip() and not line.startswith("=="))]
+    # one record per line: nvprof writes no field across lines, so a stray quote spoils only its own line
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("==")]
+    rows = [next(csv.reader([line]), []) for line in lines]
     need = {"Start", "Duration", "Device", "Stream", "Name"}
     at = next((i for i, r in enumerate(rows) if need <= {x.strip() for x in r}), None)
     if at is None or at + 1 >= len(rows):
@@ -1174,6 +1176,11 @@ REGRESSIONS = [
     ("nsys", "nsys-reg-435", "CUPTI_ACTIVITY_KIND_KERNEL row 5: gridX = 1e308"),
     ("nsys", "nsys-reg-1331", "CUPTI_ACTIVITY_KIND_KERNEL row 2: start = Infinity"),
     ("nsys", "nsys-reg-1532", "CUPTI_ACTIVITY_KIND_KERNEL row 5: end = -1"),
+    # from the long run (bench/fuzz_readers.py)
+    ("otf2", "otf2-long-417", "traces.otf2: flip 36^0x90,78^0x5e,70^0x2b"),
+    ("nvprof", "nvprof-long-603", "mem_mem_2stream_23000.csv: flip 744^0xc8,751^0xc3,583^0x7"),
+    ("nsys", "nsys-long-161", "CUPTI_ACTIVITY_KIND_RUNTIME row 83: start = int64 max"),
+    ("kineto", "kineto-long-329", "cpu_gloo_rank34_of_300.json.gz: flip 20836^0x88"),
 ]
 
 

@@ -113,16 +113,18 @@ def _library_messages(text: str) -> tuple[list[str], str]:
     other lines, warnings, are dropped) and the package's report of an exception in a callback (a header
     line, then a traceback, whose last exception is the message)."""
     errors, rest = [], []
-    in_callback = False
+    in_callback = in_message = False
     for line in text.splitlines(keepends=True):
         m = _LIBRARY_LINE.match(line)
         if line.startswith(_CALLBACK_FAILED):
-            in_callback = True
+            in_callback, in_message = True, False
             errors.append("an exception in the otf2 package's callback")
         elif m is not None:
-            in_callback = False
-            if m["level"] == "error":
+            in_callback, in_message = False, m["level"] == "error"
+            if in_message:
                 errors.append(m["message"].strip())
+        elif in_message:  # the message goes on: it quotes a corrupt name that holds a line break
+            errors[-1] += " " + line.strip()
         elif in_callback:
             if _EXCEPTION_LINE.match(line) and not line.startswith("Traceback"):
                 errors[-1] = line.strip()  # a chained traceback: the last exception raised is the cause

@@ -111,6 +111,8 @@ def main() -> int:
     if args.cases is None and args.minutes is None:
         args.cases = 1000
     readers = args.readers.split(",")
+    # the commit the run's code came from: read before the run, as others may commit during it
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     counts, failures, seconds = run(readers, args.cases, args.minutes, args.seed)
     lines = table(counts)
     kinds = Counter(k for _, _, k, _ in failures)
@@ -123,7 +125,6 @@ def main() -> int:
     for reader, seed, kind, text in failures[:20]:
         print(f"\n--- {kind}: --replay {reader}:{seed}\n" + "\n".join(text.splitlines()[:2] + text.splitlines()[-2:]))
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
         name = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")[:40]
         args.out.mkdir(parents=True, exist_ok=True)
         path = args.out / f"fuzz-{dt.date.today()}-{name}.md"

@@ -313,11 +313,19 @@ def test_a_value_that_is_no_integer_is_named(sample, tmp_path, table, column, ro
         read_nsys(str(copy))
 
 
-def test_an_event_that_ends_before_it_starts_is_bad_input(sample, tmp_path):
+@pytest.mark.parametrize(
+    "table, where",
+    [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "rowid = 3"),
+        # a backtrace copy of a runtime call (eventClass 67) is not read as an event, but it is in the export
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "eventClass = 67"),
+    ],
+)
+def test_an_event_that_ends_before_it_starts_is_bad_input(sample, tmp_path, table, where):
     copy = tmp_path / "backwards.sqlite"
     copy.write_bytes(sample.read_bytes())
     with sqlite3.connect(copy) as conn:
-        start = conn.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 3").fetchone()[0]
-        conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = -1 WHERE rowid = 3")
-    with pytest.raises(TraceError, match=f"1 kernel events end before they start; the first starts at {start} ns"):
+        row, start = conn.execute(f"SELECT rowid, start FROM {table} WHERE {where} LIMIT 1").fetchone()
+        conn.execute(f"UPDATE {table} SET end = -1 WHERE rowid = ?", (row,))
+    with pytest.raises(TraceError, match=f"{table} row {row}: ends at -1 ns, before it starts at {start} ns"):
         read_nsys(str(copy))

@@ -165,15 +165,6 @@ def _read(conn: sqlite3.Connection, path: str, tables: set[str]) -> Trace:
     parts = [p for p in parts if p.length]
     if not parts:
         raise TraceError(path, NO_ACTIVITY)
-    for p in parts:
-        start, end = p.cols["start"], p.cols["end"]
-        backwards = np.flatnonzero((start != NULL) & (end != NULL) & (end < start))
-        if backwards.size:
-            raise TraceError(
-                path,
-                f"{backwards.size:,} {p.cat} events end before they start; the first starts at "
-                f"{start[backwards[0]]} ns",
-            )
     table, base = _assemble(parts)
     meta = _metadata(conn, path, tables, base, table)
     if meta["rank"] is not None:
@@ -224,6 +215,15 @@ def _select(
     if found is not None:
         name, value = next((k, v) for k, v in zip(exprs, found[1:]) if v is not None and type(v) is not int)
         raise ValueError(f"{table} row {found[0]}: {name} is {value!r}, where Nsight writes an integer")
+    if "start" in exprs and "end" in exprs:
+        # every row counts, also those a reader then drops (backtrace copies): a row that ends before it
+        # starts means the export is corrupt
+        s, e = exprs["start"], exprs["end"]
+        order = f"{s} IS NOT NULL AND {e} IS NOT NULL AND {e} < {s}"
+        check = f"{where} AND ({order})" if where else f"WHERE {order}"
+        found = conn.execute(f'SELECT rowid, {s}, {e} FROM "{table}" {check} LIMIT 1').fetchone()
+        if found is not None:
+            raise ValueError(f"{table} row {found[0]}: ends at {found[2]} ns, before it starts at {found[1]} ns")
     sql = ", ".join([f"COALESCE({e}, :null)" for e in exprs.values()] + ([text] if text else []))
     rows = conn.execute(f'SELECT {sql} FROM "{table}" {where}', {"null": int(NULL)}).fetchall()
     cols = list(zip(*rows)) if rows else [()] * (len(exprs) + bool(text))

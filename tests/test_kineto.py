@@ -410,6 +410,8 @@ def test_an_event_without_a_phase_is_bad_input(tmp_path):
         '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 3\u0012227}]',  # a control byte in a number
         '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"correlation": 1\u00122}}]',
         '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "x": tr\u0012ue}]',  # in a value gpuan skips
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"Input Dims": [[20\u00b9]]}}]',  # inside an array
+        '[{"ph": "X", "name": "a", "ts": 1, "dur": 1, "x": {"y": [1, 2 ; 3]}}]',  # in an object gpuan skips
     ],
 )
 def test_malformed_json_is_bad_input(tmp_path, text):

@@ -189,10 +189,17 @@ def string_end(buf, b64, pos, n):
     return -1
 
 
+@njit(cache=True, inline="always")
+def _value_byte(c):
+    """Whether a number or a literal (true, false, null; NaN and Infinity too, rejected later) may hold c."""
+    return 48 <= c <= 57 or 97 <= c <= 122 or 65 <= c <= 90 or c == 45 or c == 43 or c == 46
+
+
 @njit(cache=True)
 def skip_value(buf, b64, pos, n):
-    """Return the position just after the JSON value starting at pos, -1 if it runs past n, -2 if a number
-    or literal holds a byte none can hold (the insides of strings, objects and arrays are not checked)."""
+    """Return the position just after the JSON value starting at pos, -1 if it runs past n, -2 if a byte
+    outside its strings is one no JSON value holds there (the insides of strings are not checked, nor the
+    order of the tokens in objects and arrays)."""
     c = buf[pos]
     if c == 34:
         e = string_end(buf, b64, pos + 1, n)
@@ -213,6 +220,8 @@ def skip_value(buf, b64, pos, n):
                 depth -= 1
                 if depth == 0:
                     return pos + 1
+            elif not (_is_ws(c) or c == 44 or c == 58 or _value_byte(c)):
+                return -2
             pos += 1
         return -1
     # number or literal: runs to the next delimiter, through the bytes numbers and literals are made of
@@ -220,7 +229,7 @@ def skip_value(buf, b64, pos, n):
         c = buf[pos]
         if c == 44 or c == 125 or c == 93 or _is_ws(c):
             return pos
-        if not (48 <= c <= 57 or 97 <= c <= 122 or 65 <= c <= 90 or c == 45 or c == 43 or c == 46):
+        if not _value_byte(c):
             return -2  # no JSON value has this byte here
         pos += 1
     return -1

@@ -18,8 +18,6 @@ import datetime as dt
 import os
 import platform
 import random
-import re
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -32,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import test_fuzz_readers as fz  # noqa: E402  (the cases live with the CI test, one definition of them)
+from ingest import git_commit, machine_info, machine_slug  # noqa: E402  (shared helpers of the benchmarks)
 
 
 def kind_of(failure: str) -> str:
@@ -39,19 +38,6 @@ def kind_of(failure: str) -> str:
     if "hang:" in failure:
         return "hang"
     return "traceback" if "Traceback (most recent call last)" in failure else "wrong"
-
-
-def machine() -> str:
-    """Return a short name of this machine: cores and CPU model."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()}c-{model}"
 
 
 def run(readers: list[str], cases: int | None, minutes: float | None, seed: str) -> tuple[dict, list, float]:
@@ -112,7 +98,7 @@ def main() -> int:
         args.cases = 1000
     readers = args.readers.split(",")
     # the commit the run's code came from: read before the run, as others may commit during it
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    commit, info = git_commit(), machine_info()
     counts, failures, seconds = run(readers, args.cases, args.minutes, args.seed)
     lines = table(counts)
     kinds = Counter(k for _, _, k, _ in failures)
@@ -125,15 +111,15 @@ def main() -> int:
     for reader, seed, kind, text in failures[:20]:
         print(f"\n--- {kind}: --replay {reader}:{seed}\n" + "\n".join(text.splitlines()[:2] + text.splitlines()[-2:]))
     if args.out:
-        name = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")[:40]
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"fuzz-{dt.date.today()}-{name}.md"
+        path = args.out / f"fuzz-{dt.date.today()}-{machine_slug(info)}.md"
         body = [
             "# Reader fuzzing, long run (bench/fuzz_readers.py)",
             "",
-            f"- machine: {machine()}, Python {platform.python_version()}, one core (GPUAN_THREADS=1)",
+            f"- machine: {info['cpu']}, {info['cores']} cores, Python {platform.python_version()}, run on one core"
+            " (GPUAN_THREADS=1)",
             f"- date: {dt.datetime.now().isoformat(timespec='minutes')}",
-            f"- commit: {commit.stdout.strip()}",
+            f"- commit: {commit}",
             f"- command: python bench/fuzz_readers.py {' '.join(sys.argv[1:])}",
             "",
             *lines,

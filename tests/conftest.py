@@ -8,6 +8,24 @@ import pytest
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+# The tests' own reading of what each Kineto category is (written out here, not taken from gpuan).
+KINETO_KIND = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "driver",
+    "cpu_op": "cpu_op",
+    # PyTorch 1.x spellings
+    "operator": "cpu_op",
+    "runtime": "runtime",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "python_function": "python",
+}
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

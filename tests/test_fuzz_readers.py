@@ -37,7 +37,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, KINETO_KIND
 
 INT64_MAX = 2**63 - 1
 # one case reads a file of a few KB; the OTF2 library spins 10 to 20 s on some corrupt anchor files before it
@@ -298,21 +298,6 @@ KINETO_SOURCES = (
 )
 KINETO_FIELDS = ("ts", "dur", "ph", "cat", "name", "pid", "tid", "args")
 KINETO_ARGS = ("stream", "correlation", "External id", "device", "grid", "block", "bytes")
-KINETO_KIND = {  # the test's own reading of the categories (as in test_kineto.py)
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "driver",
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "runtime": "runtime",
-    "memcpy": "memcpy",
-    "memset": "memset",
-    "user_annotation": "annotation",
-    "gpu_user_annotation": "gpu_annotation",
-    "python_function": "python",
-}
 
 
 def _kineto_doc(name: str) -> dict:

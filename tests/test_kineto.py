@@ -10,28 +10,10 @@ from decimal import Decimal
 import numpy as np
 import pyarrow.compute as pc
 import pytest
-from conftest import DATA, kineto_files
+from conftest import DATA, KINETO_KIND, kineto_files
 
 import gpuan
 from gpuan.trace.kineto import reader
-
-# The test's own reading of what each category is (written out here, not taken from gpuan).
-EXPECTED_KIND = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "cuda_runtime": "runtime",
-    "cuda_driver": "driver",
-    "cpu_op": "cpu_op",
-    # PyTorch 1.x spellings
-    "operator": "cpu_op",
-    "runtime": "runtime",
-    "memcpy": "memcpy",
-    "memset": "memset",
-    "user_annotation": "annotation",
-    "gpu_user_annotation": "gpu_annotation",
-    "python_function": "python",
-}
 
 
 def raw_events(path):
@@ -44,7 +26,7 @@ def raw_events(path):
 def expected_kind(e: dict) -> str:
     """The kind the test expects of an event: by category, except that profiler steps are ranges, not
     operators, where an old PyTorch wrote them as operators."""
-    kind = EXPECTED_KIND.get(str(e.get("cat", "")).lower(), "other")
+    kind = KINETO_KIND.get(str(e.get("cat", "")).lower(), "other")
     if kind == "cpu_op" and str(e.get("name", "")).startswith("ProfilerStep#"):
         return "annotation"
     return kind

@@ -258,7 +258,8 @@ H100_SXM5 = _nv(
         "sms": "NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs on SXM5)",
         "copy_engines": "published deviceQuery output of an NVIDIA H100 80GB HBM3 (CUDA 12.5): 'Yes with 3 copy"
                         " engine(s)'",
-        "flops": "NVIDIA H100 Tensor Core GPU datasheet, SXM column; " + NV_DENSE,
+        "flops": "NVIDIA H100 Tensor Core GPU Architecture whitepaper, H100 SXM5 column (dense figures at the"
+                 " 1830 MHz boost; the datasheet rounds them and doubles the tensor ones 'with sparsity')",
         "memory_bandwidth": "NVIDIA H100 datasheet, SXM: 3.35 TB/s HBM3",
         "l2_bytes": "NVIDIA H100 datasheet / Hopper whitepaper: 50 MB L2",
         "l2_bandwidth": _H100_L2_SOURCE,
@@ -337,7 +338,8 @@ B200 = _nv(
     sources={"sms": "148 SMs per third-party spec databases (hmc-tech's B200 entry); NVIDIA's datasheets give no"
                     " SM count",
              "copy_engines": "assumed as H100 SXM5",
-             "link_bandwidth": "NVIDIA HGX B200 datasheet: PCIe Gen5 128 GB/s (64 GB/s per direction)",
+             "link_bandwidth": "NVIDIA HGX B200 datasheet: PCIe Gen5 x16, 128 GB/s (64 GB/s per direction raw,"
+                               " 63 GB/s after 128b/130b encoding)",
              "flops": "NVIDIA HGX B200 datasheet, per GPU (FP64/FP64 tensor 37, FP32 75); " + NV_DENSE,
              "memory_bandwidth": "NVIDIA HGX B200 datasheet, per GPU: 180 GB HBM3E, 7.7 TB/s"},
 )  # fmt: skip

@@ -775,7 +775,7 @@ def parquet_truth(case: Case) -> dict:
 
     try:
         t = _read_parquet(case.path)
-    except (OSError, pa.ArrowException) as e:
+    except (OSError, pa.ArrowException, UnicodeDecodeError) as e:  # a column path that is no UTF-8
         raise Rejected(f"pyarrow: {e}") from None
     meta = t.schema.metadata or {}
     try:

@@ -21,19 +21,32 @@ def gpuan(*args, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gpuan", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
-def gpuan_closed_stdout(*args, cwd=None) -> subprocess.CompletedProcess:
+def gpuan_closed_stdout(*args, cwd=None, stderr_too: bool = False) -> subprocess.CompletedProcess:
     """Run gpuan with a stdout whose reader is gone before it starts (``gpuan ... | true``): every write to
-    it fails with a broken pipe."""
+    it fails with a broken pipe. With `stderr_too`, stderr goes to that pipe as well (``2>&1 | true``), and
+    the result's stderr is empty."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
         p = subprocess.run(
-            [sys.executable, "-m", "gpuan", *map(str, args)], stdout=write_end, stderr=subprocess.PIPE, text=True,
-            cwd=cwd,
+            [sys.executable, "-m", "gpuan", *map(str, args)], stdout=write_end,
+            stderr=write_end if stderr_too else subprocess.PIPE, text=True, cwd=cwd,
         )  # fmt: skip
     finally:
         os.close(write_end)
     return p
+
+
+def gpuan_closed_stderr(*args) -> subprocess.CompletedProcess:
+    """Run gpuan with a stderr whose reader is gone before it starts (``gpuan ... 2>&1 >/dev/null | true``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "gpuan", *map(str, args)], stdout=subprocess.PIPE, stderr=write_end
+        )
+    finally:
+        os.close(write_end)
 
 
 def csv_rows(path: Path) -> int:
@@ -131,6 +144,48 @@ def test_every_command_survives_a_closed_stdout(tmp_path, data_dir, ddp, command
         for p in written:
             if p.suffix == ".csv":
                 assert wrote[str(p)].endswith(f"{csv_rows(p):,} rows") or command == "demo"
+
+
+# ---------------------------------------------------------------------------------------- a closed stderr
+
+
+@pytest.fixture
+def lists_json(tmp_path) -> Path:
+    """A JSON document that is not a trace: a list of lists."""
+    path = tmp_path / "lists.json"
+    path.write_text(json.dumps([[1, 2], [3]]))
+    return path
+
+
+def test_bad_input_exits_2_when_stderr_is_closed(lists_json):
+    """``gpuan info lists.json 2>&1 | true``: the one-line error has no reader, the exit code still says bad
+    input, as it does with stderr open."""
+    assert_one_line_error(gpuan("info", lists_json), lists_json, "not a Chrome/Kineto trace")
+    r = gpuan_closed_stdout("info", lists_json, stderr_too=True)
+    assert r.returncode == 2
+    r = gpuan_closed_stderr("info", lists_json)
+    assert r.returncode == 2 and r.stdout == b""
+
+
+def test_cycles_writes_its_files_when_stdout_and_stderr_are_closed(tmp_path, ddp):
+    """``gpuan cycles T -o p 2>&1 | true``: no one reads the report nor the ``wrote`` lines, the files
+    are written all the same, and the exit is 0."""
+    r = gpuan_closed_stdout("cycles", ddp, "-o", tmp_path / "p", stderr_too=True)
+    assert r.returncode == 0
+    files = sorted(tmp_path.glob("p_cycle_*.csv"))
+    assert files and all(csv_rows(f) > 0 for f in files)
+    assert gpuan("cycles", ddp, "--format", "json").stdout.count('"k":') == len(files)
+
+
+def test_convert_writes_its_file_when_stderr_is_closed(tmp_path, ddp):
+    """convert announces its file inside the run (the Parquet writer puts it in place itself): that line
+    meeting a closed stderr neither loses the file nor changes the exit code."""
+    import pyarrow.parquet as pq
+
+    assert gpuan("convert", ddp, "-o", tmp_path / "open.parquet").returncode == 0
+    r = gpuan_closed_stderr("convert", ddp, "-o", tmp_path / "t.parquet")
+    assert r.returncode == 0
+    assert pq.read_metadata(tmp_path / "t.parquet").num_rows == pq.read_metadata(tmp_path / "open.parquet").num_rows
 
 
 # ------------------------------------------------------------------------------------------ wrong types

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 
 from gpuan import __version__
-from gpuan.cli.stdout import tolerant_stdout
+from gpuan.cli.pipes import tolerant_output
 from gpuan.engine import CHOICES, EngineError, select
 from gpuan.errors import TraceError
 from gpuan.outputs import all_or_none
@@ -40,26 +39,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the gpuan command line; returns the exit code (2 for bad input)."""
-    args = _parser().parse_args(argv)
-    previous = _exit_on_sigterm()
-    try:
-        select(args.device)
-        # files first: a closed stdout (``| head``) silences the report, never the files asked for
-        with tolerant_stdout(), all_or_none():
-            return args.run(args) or 0
-    except (TraceError, EngineError) as e:
-        print(f"gpuan: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        # a closed pipe other than stdout's (stdout's is guarded): stop quietly, and keep Python from
-        # complaining at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    # files first: a closed stdout or stderr (``2>&1 | head``) silences the report and the messages, never
+    # the files asked for nor the exit code
+    with tolerant_output():
+        args = _parser().parse_args(argv)  # --help and usage errors print too
+        previous = _exit_on_sigterm()
+        try:
+            select(args.device)
+            with all_or_none():
+                return args.run(args) or 0
+        except (TraceError, EngineError) as e:
+            print(f"gpuan: error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
 
 def _exit_on_sigterm():

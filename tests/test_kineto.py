@@ -492,9 +492,9 @@ def test_rocm_gpu_events_name_a_listed_device(data_dir, name):
     assert {int(a) for a in t.metadata["device_agents"]["agents"].values()} == agents
 
 
-def rocm_trace(tmp_path, agents, n_devices, memory_device=None):
+def rocm_trace(tmp_path, agents, n_devices, memory_device=None, rank=None):
     """A ROCm-like trace: one kernel on each agent, n listed devices named by index, and optionally a
-    [memory] event on a GPU device index."""
+    [memory] event on a GPU device index and a (rank, world size) in distributedInfo."""
     events = [
         {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
         *(
@@ -507,21 +507,57 @@ def rocm_trace(tmp_path, agents, n_devices, memory_device=None):
         events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 9,
                        "args": {"Device Type": 1, "Device Id": memory_device, "Bytes": 512}})  # fmt: skip
     props = [{"id": i, "name": f"GPU model {i}"} for i in range(n_devices)]
-    return write_json(tmp_path, "rocm.json", {"deviceProperties": props, "traceEvents": events})
+    doc = {"deviceProperties": props, "traceEvents": events}
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank[0], "world_size": rank[1]}
+    return write_json(tmp_path, "rocm.json", doc)
 
 
 @pytest.mark.parametrize(
-    "agents, n_devices, memory_device, want",
+    "agents, n_devices, memory_device, rank, want",
     [
-        ([9], 8, 7, {9: 7}),  # the memory events say which device
-        ([9], 8, 3, {9: 3}),  # ... whatever the count of CPU agents would suggest
-        ([5], 1, None, {5: 0}),  # one device listed
-        ([2, 9], 8, None, {2: 0, 9: 7}),  # eight consecutive agents after two CPU agents: only one offset fits
-        ([1, 8], 8, None, {1: 0, 8: 7}),  # one CPU agent
-        ([9], 8, None, {9: 7}),  # nothing says: two CPU agents assumed
+        ([9], 8, 7, None, {9: 7}),  # the memory events say which device
+        ([9], 8, 3, (5, 8), {9: 3}),  # ... whatever the count of CPU agents or the rank would suggest
+        ([5], 1, None, None, {5: 0}),  # one device listed
+        ([2, 9], 8, None, None, {2: 0, 9: 7}),  # eight consecutive agents after two CPU agents: one offset fits
+        ([1, 8], 8, None, None, {1: 0, 8: 7}),  # one CPU agent
+        ([4], 8, None, (3, 8), {4: 3}),  # rank 3 of a job on one node: its device 3 (one CPU agent before)
+        ([4], 8, None, (11, 16), {4: 3}),  # rank 11 of two nodes of 8 GPUs: local rank 3
+        ([4], 8, None, (1, 2), {4: 1}),  # rank 1 of 2 on an 8-GPU node
+        ([9], 8, None, (11, 12), {9: 7}),  # 12 ranks on 8-GPU nodes: the rank does not say, two CPU agents assumed
+        ([9], 8, None, None, {9: 7}),  # nothing says: two CPU agents assumed
     ],
 )
-def test_rocm_agent_rule(tmp_path, agents, n_devices, memory_device, want):
-    k = gpuan.load(rocm_trace(tmp_path, agents, n_devices, memory_device), use_cache=False).of_kind("kernel")
+def test_rocm_agent_rule(tmp_path, agents, n_devices, memory_device, rank, want):
+    t = gpuan.load(rocm_trace(tmp_path, agents, n_devices, memory_device, rank), use_cache=False)
+    k = t.of_kind("kernel")
     got = dict(zip((int(n[1:]) for n in k["name"].to_pylist()), k["device"].to_pylist()))
     assert got == want
+    assert ("assumed" in t.metadata["device_agents"]["basis"]) == (memory_device is None and want == {9: 7})
+
+
+def test_rocm_device_of_the_qwen_trace_is_the_one_its_memory_events_name(data_dir):
+    """The Qwen inference trace's kernels carry agent 2; its PyTorch [memory] events on a GPU (Device Type
+    CUDA or HIP) name the device index. Truth counted from the raw JSON."""
+    doc = json.loads(gzip.open(data_dir / "kineto" / "mi300x_qwen05b_inference.json.gz").read())
+    gpu_memory = {
+        e["args"]["Device Id"]
+        for e in doc["traceEvents"]
+        if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") in (1, 6)
+    }
+    agents = {e["args"]["device"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    assert len(gpu_memory) == 1 and len(agents) == 1  # what makes the evidence exact
+    t = gpuan.load(data_dir / "kineto" / "mi300x_qwen05b_inference.json.gz", use_cache=False)
+    assert set(t.of_kind("kernel")["device"].to_pylist()) == gpu_memory
+    assert "memory events" in t.metadata["device_agents"]["basis"]
+
+
+def test_rocm_device_of_a_ddp_rank_is_its_local_rank(data_dir):
+    """The ResNet DDP trace is one rank of a job; its kernels use one agent, with no [memory] events: the
+    rank's device is its local rank (rank modulo the GPUs the node lists). Truth from the raw JSON."""
+    doc = json.loads(gzip.open(data_dir / "kineto" / "mi300x_resnet_ddp_act_checkpoint.json.gz").read())
+    dist, n = doc["distributedInfo"], len(doc["deviceProperties"])
+    assert dist["world_size"] % n == 0 and not any(e.get("name") == "[memory]" for e in doc["traceEvents"])
+    t = gpuan.load(data_dir / "kineto" / "mi300x_resnet_ddp_act_checkpoint.json.gz", use_cache=False)
+    assert set(t.of_kind("kernel")["device"].to_pylist()) == {dist["rank"] % n}
+    assert f"rank {dist['rank']} of {dist['world_size']}" in t.metadata["device_agents"]["basis"]

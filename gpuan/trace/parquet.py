@@ -24,9 +24,10 @@ from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
-FORMAT_VERSION = 6  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
+FORMAT_VERSION = 7  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
 # 4: kernel grids in workgroups (ROCm work-item launches divided, gpuan/trace/launch_dims.py); 5: shapes in
-# one line (gpuan/trace/kineto/shapes.py); 6: ROCm GPU agent ids as device indexes (gpuan/trace/kineto/agents.py)
+# one line (gpuan/trace/kineto/shapes.py); 6: ROCm GPU agent ids as device indexes (gpuan/trace/kineto/agents.py);
+# 7: a rank's distributedInfo as evidence of its agent's device
 ROW_GROUP_ROWS = 1 << 20
 # Integer columns that rise within a kind: delta encoding makes them small and several times faster to
 # decode than plain values under a general-purpose compressor (ts: 60 ms -> 6 ms per 2M rows here).

@@ -78,7 +78,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     def devices(r: np.ndarray, v: np.ndarray) -> pa.Array:
         idx, vals = _fill_sparse(r, v, gpu_rows, pid[gpu_rows], _is_device)
         if rocm:
-            vals = _agents_as_devices(vals, meta, memory_gpus)
+            vals = _agents_as_devices(vals, meta, memory_gpus, _distributed_shape(raw.metadata))
         return sparse_column(n, idx, vals, pa.int16())
 
     device = column_of("device", devices)
@@ -137,6 +137,15 @@ def distributed_rank(file_meta: dict) -> int | None:
     """Return the rank a Kineto file's top-level keys give it (``distributedInfo.rank``), or None."""
     dist = file_meta.get("distributedInfo")
     return _as_int(dist.get("rank")) if isinstance(dist, dict) else None
+
+
+def _distributed_shape(file_meta: dict) -> tuple[int, int] | None:
+    """Return (rank, world size) from a Kineto file's ``distributedInfo``, or None where it lacks either."""
+    dist = file_meta.get("distributedInfo")
+    if not isinstance(dist, dict):
+        return None
+    rank, world = _as_int(dist.get("rank")), _as_int(dist.get("world_size"))
+    return None if rank is None or world is None else (rank, world)
 
 
 def _as_int(value) -> int | None:
@@ -201,12 +210,14 @@ def _memory_gpus(ids: tuple[np.ndarray, np.ndarray], types: tuple[np.ndarray, np
     return np.unique(ids[1][gpu]).tolist()
 
 
-def _agents_as_devices(agents: np.ndarray, meta: dict, memory_gpus: list[int]) -> np.ndarray:
+def _agents_as_devices(
+    agents: np.ndarray, meta: dict, memory_gpus: list[int], rank: tuple[int, int] | None
+) -> np.ndarray:
     """Return the device indexes of a ROCm trace's GPU events from their agent ids (see
     :mod:`gpuan.trace.kineto.agents`), noting the map and its evidence in `meta`."""
     uniq, inverse = np.unique(agents, return_inverse=True)
     ids = [p["id"] for p in meta["device_properties"] if isinstance(p.get("id"), int)]
-    mapping, basis = agent_devices(uniq.tolist(), ids, memory_gpus)
+    mapping, basis = agent_devices(uniq.tolist(), ids, memory_gpus, rank)
     if not mapping:
         return agents
     meta["device_agents"] = {"agents": {str(d): a for a, d in sorted(mapping.items())}, "basis": basis}

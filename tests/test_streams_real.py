@@ -214,6 +214,22 @@ def test_sd35_on_eight_streams_finishes(sd35):
         assert (tl.start[tl.stream == s][1:] >= tl.end[tl.stream == s][:-1] - 1e-6).all()
 
 
+def test_the_group_cap_leaves_a_timeline_it_does_not_bind_unchanged(sd35):
+    """The cap on groups per kernel (32) changes nothing where no kernel reaches it: on SD-3.5 with 2
+    streams the timeline equals the uncapped one exactly; a cap of one group, which binds, moves it."""
+    from dataclasses import replace
+
+    from gpuan.streams.simulate import simulate
+
+    path, trace, raw = sd35
+    p = predict(trace, 2)
+    assert p.settings.max_groups == 32
+    uncapped = simulate(p.workload, replace(p.settings, max_groups=0))
+    assert np.array_equal(p.timeline.start, uncapped.start) and np.array_equal(p.timeline.end, uncapped.end)
+    one = simulate(p.workload, replace(p.settings, max_groups=1))
+    assert not np.array_equal(one.end, uncapped.end)
+
+
 @pytest.mark.parametrize("name", ["mi300x_qwen05b_inference", "mi250_minitoy_train_rocm"])
 def test_kernels_without_launch_sizes_are_counted_and_bound_the_prediction(data_dir, name, capsys):
     path = data_dir / f"kineto/{name}.json.gz"

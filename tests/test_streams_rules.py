@@ -172,7 +172,12 @@ def test_a_kernel_without_launch_sizes_is_predicted_under_a_stated_assumption(tm
     out = capsys.readouterr().out
     assert "1 of 1 kernels have no grid/block sizes; each is taken to be: one block" in out
     assert re.search(r"2 streams, predicted +0\.177 ms", out)
-    assert "predicted if each is one block 0.177 ms, if each fills the device 0.222 ms" in out
+    assert "predicted with --undimensioned block: 0.177 ms, device: 0.222 ms" in out
+    # the kernel's line shows the block it was taken to have, not the trace's 256 threads with no grid:
+    # one warp; filling the device, one block per SM of a GTX 950 (6 SMs of 2048 threads, compute 5.2)
+    assert "kernel lost_grid(float*): 1 blocks of 32, " in out and "(no launch sizes: assumed)" in out
+    assert main(["streams", str(trace), "--streams", "2"]) == 0
+    assert "kernel lost_grid(float*): 6 blocks of 2048, 1 per SM" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("max_groups", [1, 2])

@@ -33,8 +33,9 @@ def add_parser(sub) -> None:
         "--undimensioned",
         choices=tuple(UNDIMENSIONED),
         default="device",
-        help="what a kernel without grid/block sizes is taken to be: it fills the device (default) or is one "
-        "block; both totals are printed either way",
+        help="what a kernel without grid/block sizes is taken to be (both totals are printed either way): "
+        + "; ".join(f"{k}: {v}" for k, v in UNDIMENSIONED.items())
+        + " (default: device)",
     )
     p.add_argument(
         "-o",
@@ -124,8 +125,8 @@ def _text(p, checked, args) -> str:
         totals = p.totals_if
         lines += [
             f"  {u['kernels']:,} of {u['of']:,} kernels have no grid/block sizes; each is taken to be: {u['meaning']}",
-            "    predicted if "
-            + ", if ".join(f"{_IF[a]} {_ms(v)}" for a, v in totals.items())
+            "    predicted with --undimensioned "
+            + ", ".join(f"{a}: {_ms(v)}" for a, v in totals.items())
             + f" (range {_ms(min(totals.values()))} to {_ms(max(totals.values()))})",
         ]
     if checked:
@@ -157,10 +158,6 @@ def _text(p, checked, args) -> str:
             * k["assumed"]
         )
     return "\n".join(lines)
-
-
-#: the assumptions for kernels without launch dimensions, as the text output names them
-_IF = {"device": "each fills the device", "block": "each is one block"}
 
 
 def _json(p, checked, args) -> dict:

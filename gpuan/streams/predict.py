@@ -68,8 +68,9 @@ class Prediction:
         blocks, assumed = kernel_blocks(w, gpu, s.undimensioned), w.undimensioned()
         kernels = [
             {"name": w.names[i], "blocks": int(blocks.grid[i]), "assumed": bool(assumed[i]),
-             "threads_per_block": int(w.threads[i]),
-             "registers": int(w.registers[i]), "shared_memory": int(w.shared_memory[i]),
+             **(_assumed_block(blocks.needs[i]) if assumed[i] else
+                {"threads_per_block": int(w.threads[i]), "registers": int(w.registers[i]),
+                 "shared_memory": int(w.shared_memory[i])}),
              "blocks_per_sm": int(blocks.per_sm[i]), "block_ns": float(blocks.time[i]), "duration_ns": float(w.dur[i])}
             for i in np.flatnonzero(w.kind == KERNEL)[:20]
         ]  # fmt: skip
@@ -95,6 +96,13 @@ class Prediction:
             "kernels": kernels,
             "sources": gpu.sources,
         }  # fmt: skip
+
+
+def _assumed_block(needs: np.ndarray) -> dict[str, int]:
+    """Return the launch parameters of the block an undimensioned kernel was taken to have (threads,
+    registers per thread, shared memory), from what it holds on an SM (a row of ``block_needs``)."""
+    threads, registers, shared_memory, _ = (int(x) for x in needs)
+    return {"threads_per_block": threads, "registers": registers // max(threads, 1), "shared_memory": shared_memory}
 
 
 def _api_ns(trace: Trace) -> float:

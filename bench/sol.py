@@ -90,6 +90,10 @@ def synth_ops(n: int, calls: list[tuple], rng: np.random.Generator) -> pa.Table:
             "copy_bytes": pa.nulls(n, pa.int64()),
             "copy_over_link": np.zeros(n, bool),
             "tf32": np.zeros(n, bool),
+            "thread": np.zeros(n, np.int64),
+            "grad_bytes": pa.nulls(n, pa.int64()),
+            "caller_dims": pa.nulls(n, pa.string()),
+            "caller_types": pa.nulls(n, pa.string()),
         }
     )
     return table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA)

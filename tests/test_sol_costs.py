@@ -10,7 +10,7 @@ from gpuan import devices
 from gpuan.sol.costs import Call, causal_pairs, cost
 from gpuan.sol.roofs import datasheet, peak_key
 from gpuan.sol.schemas import SIGNATURES, generate, modelled_names, outputs
-from gpuan.sol.score import LATENCY_NS, efficiency, roofline
+from gpuan.sol.score import BOUNDS, LATENCY_NS, efficiency, roofline
 
 F32, BF16 = "float", "c10::BFloat16"
 
@@ -262,15 +262,20 @@ def test_signature_table_is_pytorchs():
     assert SIGNATURES == generate(modelled_names())
 
 
-def test_hierarchical_l2_roof_scores_only_the_ops_that_beat_dram():
-    # 1 TB/s DRAM, 4 TB/s L2 of 10 MB; 8 MB fits (L2: 2 us), 40 MB does not (30 MB from DRAM: 30 us)
-    nbytes = np.array([8e6, 8e6, 40e6])
-    cols = roofline(np.zeros(3), nbytes, np.full(3, 1e15), 1e12, np, 10e6, 4e12)
-    assert cols["estimated_ns"] == pytest.approx([8e3, 8e3, 40e3])
-    assert cols["estimated_l2_ns"] == pytest.approx([2e3, 2e3, 30e3])
-    # measured 10 us: within the DRAM roof; 4 us: faster than DRAM allows, so its data was in L2; the 40 MB
-    # op at 20 us beats even the hierarchical roof: a model error
-    scores = efficiency(cols["estimated_ns"], np.array([10e3, 4e3, 20e3]), np, 0, cols["estimated_l2_ns"])
-    assert list(scores["l2"]) == [False, True, True]
-    assert scores["efficiency"] == pytest.approx([0.8, 0.5, 1.5])
-    assert list(scores["model_error"]) == [False, False, True]
+def test_hierarchical_l2_roof_reads_only_the_non_resident_bytes_from_dram():
+    # 1 TB/s DRAM, 4 TB/s L2 of 10 MB. 8 MB of which 8 MB resident: L2 time 2 us; 8 MB with 2 MB resident:
+    # 6 MB from DRAM, 6 us; 40 MB with 40 MB resident, capped at the L2's 10 MB: 30 us from DRAM; 8 MB with
+    # nothing resident: DRAM 8 us; a compute-bound op with its input resident stays compute bound
+    nbytes = np.array([8e6, 8e6, 40e6, 8e6, 8e6])
+    flops = np.array([0, 0, 0, 0, 8e10])
+    resident = np.array([8e6, 2e6, 40e6, 0, 8e6])
+    cols = roofline(flops, nbytes, np.full(5, 1e15), 1e12, np, 10e6, 4e12, resident)
+    assert cols["estimated_ns"] == pytest.approx([2e3, 6e3, 30e3, 8e3, 80e3])
+    # the bound is the term that set the estimate
+    assert [BOUNDS[b] for b in cols["bound"]] == ["latency", "memory", "memory", "memory", "compute"]
+    assert list(cols["resident_bytes"]) == [8e6, 2e6, 10e6, 0, 8e6]
+    big = roofline(np.zeros(1), np.array([80e6]), np.full(1, 1e15), 1e12, np, 100e6, 4e12, np.array([80e6]))
+    assert BOUNDS[big["bound"][0]] == "memory (L2)" and big["estimated_ns"][0] == pytest.approx(20e3)
+    # no L2 known: the resident bytes change nothing
+    flat = roofline(flops, nbytes, np.full(5, 1e15), 1e12, np, 0, 0.0, resident)
+    assert flat["estimated_ns"][:4] == pytest.approx([8e3, 8e3, 40e3, 8e3]) and not flat["resident_bytes"].any()

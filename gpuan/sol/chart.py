@@ -47,7 +47,7 @@ def figure(scored: Scored):
         ys = [lo * roofs.memory_bandwidth, peak, peak]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"roof {key} ({peak / 1e12:,.1f} TFLOP/s)",
                                  line={"dash": "dash"}))  # fmt: skip
-    if roofs.l2_bandwidth > 0:  # the hierarchical roof of ops whose data sat in L2 (bound "memory (L2)")
+    if roofs.l2_bandwidth > 0:  # the hierarchical roof of ops with reads resident in L2
         top = max(roofs.flops.values())
         fig.add_trace(go.Scatter(x=[lo, top / roofs.l2_bandwidth], y=[lo * roofs.l2_bandwidth, top], mode="lines",
                                  name=f"L2 roof ({roofs.l2_bandwidth / 1e12:,.2f} TB/s, data up to "

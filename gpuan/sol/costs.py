@@ -31,6 +31,8 @@ class Cost(NamedTuple):
     bytes: float
     category: str
     dtype: str
+    #: the tensor the call writes, as (shape, bytes per element), where the record determines it, else None
+    output: tuple[tuple[int, ...], int] | None = None
 
 
 class Call(NamedTuple):
@@ -110,7 +112,7 @@ def _mm(call: Call, first: int = 0, bias: int | None = None) -> Cost | None:
     (m, k), n = a[-2:], b[-1]
     bias_n = _n(call.shape(bias)) if bias is not None and call.shape(bias) is not None else 0
     f, nb = gemm(batch, m, n, k, call.size(first), bias_n)
-    return Cost(f, nb, "gemm", call.dtype(first))
+    return Cost(f, nb, "gemm", call.dtype(first), ((*a[:-2], m, n), call.size(first)))
 
 
 def _matmul(call: Call) -> Cost | None:
@@ -132,7 +134,7 @@ def _linear(call: Call) -> Cost | None:
         return None
     bias = call.shape(2)
     f, nb = gemm(1, _n(x[:-1]), w[0], x[-1], call.size(0), _n(bias) if bias else 0)
-    return Cost(f, nb, "gemm", call.dtype(0))
+    return Cost(f, nb, "gemm", call.dtype(0), ((*x[:-1], w[0]), call.size(0)))
 
 
 def _mv(call: Call, first: int = 0, bias: int | None = None) -> Cost | None:
@@ -225,7 +227,7 @@ def _conv(name: str) -> Callable[[Call], Cost | None]:
         groups = (call.ints(gi) or [1])[0]
         out = conv_output(x, w, stride, call.ints(pi), call.ints(di), transposed, call.ints(oi) if oi else None, groups)
         f, nb = conv(out, w, x, call.size(0), transposed)
-        return Cost(f, nb, "conv", call.dtype(0))
+        return Cost(f, nb, "conv", call.dtype(0), (tuple(out), call.size(0)))
 
     return model
 
@@ -355,12 +357,13 @@ def _elementwise(name: str) -> Callable[[Call], Cost | None]:
         if not shapes:
             return None
         first = shapes[0][0]
-        out = _n(_broadcast(*(s for _, s in shapes)))
-        out_bpe = 1 if name in _COMPARISONS else call.size(first)
+        shape = _broadcast(*(s for _, s in shapes))
+        out, out_bpe = _n(shape), 1 if name in _COMPARISONS else call.size(first)
+        written = (tuple(shape), out_bpe)
         if name in ("fill", "zero", "normal", "uniform", "bernoulli", "random"):  # writes only
-            return Cost(out, out * out_bpe, "elementwise", call.dtype(first))
+            return Cost(out, out * out_bpe, "elementwise", call.dtype(first), written)
         f, nb = elementwise([_n(s) for _, s in shapes], [call.size(i) for i, _ in shapes], out, out_bpe)
-        return Cost(f, nb, "elementwise", call.dtype(first))
+        return Cost(f, nb, "elementwise", call.dtype(first), written)
 
     return model
 
@@ -407,8 +410,8 @@ def _softmax(backward: bool) -> Callable[[Call], Cost | None]:
             return None
         e, bpe = _n(x), call.size(0)
         if backward:  # (grad_output, output, dim, input_dtype): reads two, writes one
-            return Cost(SOFTMAX_BACKWARD_FLOPS * e, 3 * e * bpe, "softmax", call.dtype(0))
-        return Cost(SOFTMAX_FLOPS * e, 2 * e * bpe, "softmax", call.dtype(0))
+            return Cost(SOFTMAX_BACKWARD_FLOPS * e, 3 * e * bpe, "softmax", call.dtype(0), (tuple(x), bpe))
+        return Cost(SOFTMAX_FLOPS * e, 2 * e * bpe, "softmax", call.dtype(0), (tuple(x), bpe))
 
     return model
 
@@ -431,7 +434,7 @@ def _norm(
             return None
         p = sum(_n(call.shape(i)) for i in params if call.shape(i) is not None)
         f, nb = norm(_n(x), p, call.size(data), per_elem, backward)
-        return Cost(f, nb, "norm", call.dtype(data))
+        return Cost(f, nb, "norm", call.dtype(data), (tuple(x), call.size(data)))
 
     return model
 

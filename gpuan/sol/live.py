@@ -250,9 +250,13 @@ class Tracker:
                 "copy_bytes": pa.nulls(n, pa.int64()),
                 "copy_over_link": pa.array(np.zeros(n, bool)),
                 "tf32": pa.array(np.full(n, self._tf32(), bool)),
+                "thread": pa.array(np.zeros(n, np.int64)),  # recorded in call order, on one thread
+                "grad_bytes": pa.nulls(n, pa.int64()),
+                "caller_dims": pa.nulls(n, pa.string()),
+                "caller_types": pa.nulls(n, pa.string()),
             }
         )
-        return table.cast(OPS_SCHEMA)
+        return table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA)
 
     def _tf32(self) -> bool:
         import torch

@@ -93,7 +93,7 @@ def totals(scored: Scored, df: pd.DataFrame) -> dict:
         "overlap_ms": scored.overlap_ns / 1e6,
         "shares_of": "op_ms",
         "modelled_share": scored.modelled_share,
-        "l2_ops": int((df["bound"] == "memory (L2)").sum()),
+        "l2_ops": int((df["resident_bytes"] > 0).sum()),  # scored against the hierarchical roof
         "estimated_ms": float(df["estimated_ns"].where(~df["model_missing"], 0).sum() / 1e6),
         "model_errors": int(df["model_error"].sum()),
     }

@@ -9,6 +9,7 @@ tracker builds the same table from a running PyTorch job).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -19,10 +20,11 @@ import pyarrow.compute as pc
 
 from gpuan.engine import Engine, current
 from gpuan.engine.intervals import busy_time
-from gpuan.sol.costs import CATEGORIES, Call, cost
+from gpuan.sol.costs import CATEGORIES, Call, Cost, cost
 from gpuan.sol.dtypes import dtype_of
 from gpuan.sol.link import phase_paths, phases_of
 from gpuan.sol.roofs import Roofs, peak_key, roofs_for
+from gpuan.sol.schemas import functional
 from gpuan.trace.launch import group_ids, ints, link
 from gpuan.trace.nesting import ancestor_where, enclosing
 from gpuan.trace.table import Trace
@@ -35,6 +37,9 @@ TF32_KERNELS = r"(?i)tf32|tensorop_s"
 #: tail): it is latency bound, whatever its FLOPs and bytes
 LATENCY_NS = 3000.0
 BOUNDS = ("compute", "memory", "latency", "unmodelled", "memory (L2)")
+#: autograd nodes whose recorded input, the incoming gradient, the ops under them read expanded (a stride-0
+#: view) to the forward input's shape: the backward of mean and sum
+EXPANDING_BACKWARD = r"^(Mean|Sum)Backward\d*$"
 
 _STR = pa.dictionary(pa.int32(), pa.string())
 #: the table :func:`score_ops` takes: one row per op
@@ -53,6 +58,14 @@ OPS_SCHEMA = pa.schema(
         ("copy_bytes", pa.int64()),  # bytes of an op whose GPU work is only memcpy/memset (if recorded), else null
         ("copy_over_link", pa.bool_()),  # the op's GPU work is only copies and they cross the host link
         ("tf32", pa.bool_()),  # an FP32 op whose kernels run on tensor cores (TF32), judged by their names
+        ("thread", pa.int64()),  # the CPU thread that called the op (its calls' order), null where unknown
+        # the shapes and types the op that called this one recorded (a backward's gradients have the shapes of
+        # the tensors it records), null at top level
+        ("caller_dims", _STR),
+        ("caller_types", _STR),
+        # bytes of the incoming gradient of the mean/sum backward that called the op, else null: its inputs
+        # larger than that are the gradient expanded, read once
+        ("grad_bytes", pa.int64()),
     ]
 )
 
@@ -183,6 +196,8 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     tf32 = np.bincount(group, weights=tensor_core.fill_null(False).to_numpy(zero_copy_only=False), minlength=n) > 0
 
     launched_ops = ops.take(pa.array(launched))
+    parent = _nesting(ops)
+    grad = np.concatenate([_expanded_gradient(ops, parent)[launched], -np.ones(lone.size)])
     lone_acts = activities.take(pa.array(lone))
     phase = np.concatenate(
         [
@@ -205,9 +220,14 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
             "copy_bytes": pa.array(copy_bytes, mask=~bytes_known),
             "copy_over_link": any_link,
             "tf32": tf32,
+            "thread": pa.array(np.concatenate([ints(launched_ops, "tid", 0), np.zeros(lone.size, np.int64)]),
+                               mask=np.arange(n) >= launched.size),
+            "grad_bytes": _nulls_below(grad),
+            **{f"caller_{c}": pa.concat_arrays([_callers(ops, parent, launched, c), pa.nulls(lone.size, _STR)])
+               for c in ("dims", "types")},
         }
-    )
-    return TraceOps(table.cast(OPS_SCHEMA), busy, _resolution(start, end), False)
+    )  # fmt: skip
+    return TraceOps(table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA), busy, _resolution(start, end), False)
 
 
 def _activity_phases(trace, runtime, activities, links, rows, phases, paths) -> np.ndarray:
@@ -259,9 +279,54 @@ def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
             "copy_bytes": pa.nulls(rows.size, pa.int64()),
             "copy_over_link": np.zeros(rows.size, bool),
             "tf32": np.zeros(rows.size, bool),
+            "thread": ints(chosen, "tid", 0),
+            "grad_bytes": _nulls_below(_expanded_gradient(ops, parent)[rows]),
+            "caller_dims": _callers(ops, parent, rows, "dims"),
+            "caller_types": _callers(ops, parent, rows, "types"),
         }
     )
-    return TraceOps(table.cast(OPS_SCHEMA), busy, _resolution(start, end), True)
+    return TraceOps(table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA), busy, _resolution(start, end), True)
+
+
+def _nulls_below(values: np.ndarray) -> pa.Array:
+    return pa.array(values.astype(np.int64), mask=values < 0)
+
+
+def _nesting(ops: pa.Table) -> np.ndarray:
+    """Return per op the row of the op that called it (encloses it on its rank and thread), -1 at top level."""
+    start = ints(ops, "ts")
+    group = group_ids(*(ints(ops, c, 0) for c in ("rank", "pid", "tid")))
+    return enclosing(group, start, start + ints(ops, "dur", 0))
+
+
+def _callers(ops: pa.Table, parent: np.ndarray, rows: np.ndarray, what: str) -> pa.Array:
+    """The ``input_{what}`` of the callers of the ops at `rows` (null at top level)."""
+    callers = parent[rows]
+    column = _strings(ops, f"input_{what}")
+    if not rows.size:
+        return pa.array([], _STR)
+    return column.take(pa.array(np.maximum(callers, 0), mask=callers < 0))
+
+
+def _expanded_gradient(ops: pa.Table, parent: np.ndarray) -> np.ndarray:
+    """Return per op the bytes of the incoming gradient of the mean or sum backward node
+    (:data:`EXPANDING_BACKWARD`) it runs under, -1 where none or the node recorded no shape. `parent`: the
+    ops' nesting (:func:`_nesting`)."""
+    out = np.full(ops.num_rows, -1, np.int64)
+    if not ops.num_rows:
+        return out
+    node = pc.match_substring_regex(ops["name"].combine_chunks().cast(pa.string()), EXPANDING_BACKWARD)
+    node = pc.and_(node, ops["input_dims"].combine_chunks().is_valid()).fill_null(False).to_numpy(zero_copy_only=False)
+    if not node.any():
+        return out
+    above = np.where(parent >= 0, ancestor_where(parent, node)[np.maximum(parent, 0)], -1)
+    dims, types = ops["input_dims"].combine_chunks(), ops["input_types"].combine_chunks()
+    for row in np.unique(above[above >= 0]):
+        call = Call(_parse(dims[int(row)].as_py()), _parse(types[int(row)].as_py()), [])
+        shape = call.shape(0) if call.dims else None
+        if shape is not None:
+            out[above == row] = math.prod(shape) * call.size(0)
+    return out
 
 
 def _has_model(ops: pa.Table) -> np.ndarray:
@@ -276,11 +341,12 @@ def _has_model(ops: pa.Table) -> np.ndarray:
 _CALL_COLUMNS = ("name", "input_dims", "input_types", "concrete_inputs")
 
 
-def _distinct_calls(table: pa.Table) -> tuple[np.ndarray, list[tuple]]:
+def _distinct_calls(table: pa.Table, columns: tuple[str, ...] = _CALL_COLUMNS) -> tuple[np.ndarray, list[tuple]]:
     """Return (per row the index of its distinct call, the distinct calls as (name, dims, types, concrete)
-    strings). Done on dictionary codes, so 10M rows with a few thousand distinct calls take a hash pass."""
+    strings, or those of other `columns`). Done on dictionary codes, so 10M rows with a few thousand distinct
+    calls take a hash pass."""
     codes, dictionaries = [], []
-    for c in _CALL_COLUMNS:
+    for c in columns:
         col = table[c].combine_chunks()
         if not pa.types.is_dictionary(col.type):
             col = col.dictionary_encode()
@@ -340,63 +406,67 @@ def _list_bpe(uniques: list[tuple]) -> int:
     return max(sizes, key=sizes.get) if sizes else 4
 
 
-def roofline(flops, nbytes, peak, bandwidth, xp=np, l2_bytes=0, l2_bandwidth=0.0) -> dict:
+def roofline(
+    flops,
+    nbytes,
+    peak,
+    bandwidth,
+    xp=np,
+    l2_bytes: float = 0,
+    l2_bandwidth: float | np.ndarray = 0.0,
+    resident_bytes: float | np.ndarray = 0,
+) -> dict:
     """Return the roofline of ops with `flops`, `nbytes`, the arithmetic `peak` (FLOP/s) and DRAM
-    `bandwidth` (bytes/s) that bound each: estimated_ns = max(F/peak, B/bandwidth)·1e9, intensity = F/B,
-    bound (0 compute, 1 memory, 2 latency: estimated under :data:`LATENCY_NS`, 3 no model: a NaN peak), and
-    estimated_l2_ns, the same op under the hierarchical roof where the device's L2 is known
-    (`l2_bandwidth` > 0, `l2_bytes` its capacity): every byte passes through L2 and at best (inputs just
-    written by the kernels before, outputs left in L2) only the bytes beyond its capacity go to DRAM, so
-    memory time = max(B / l2_bandwidth, max(B − l2_bytes, 0) / bandwidth); without an L2 it equals
-    estimated_ns. Whole-array arithmetic in `xp` (numpy or cupy)."""
+    `bandwidth` (bytes/s) that bound each: estimated_ns = max(F/peak, memory time)·1e9, intensity = F/B, and
+    bound, the term that set the estimate (an index into :data:`BOUNDS`: 0 compute, 1 memory, 4 memory (L2);
+    2 latency: estimated under :data:`LATENCY_NS`; 3 no model: a NaN peak), and resident_bytes, the r used
+    (0 where the L2 roof does not apply).
+
+    Memory time is B / bandwidth, except for an op with `resident_bytes` > 0 of its reads already in an L2
+    of `l2_bytes` and `l2_bandwidth` (both > 0): every byte passes through L2 and only those not resident
+    go to DRAM, so memory time = max(B / l2_bandwidth, (B − r) / bandwidth), r = min(resident_bytes,
+    l2_bytes, B). Whole-array arithmetic in `xp` (numpy or cupy)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         t_compute = flops / peak * 1e9
-        t_memory = nbytes / bandwidth * 1e9
+        resident = xp.minimum(xp.minimum(resident_bytes, l2_bytes), nbytes)
+        in_l2 = (xp.asarray(l2_bandwidth) > 0) & (resident > 0)
+        t_l2 = nbytes / xp.where(in_l2, l2_bandwidth, 1.0) * 1e9
+        t_dram = (nbytes - xp.where(in_l2, resident, 0)) / bandwidth * 1e9
+        t_memory = xp.where(in_l2, xp.maximum(t_l2, t_dram), t_dram)
         estimated = xp.maximum(t_compute, t_memory)
-        has_l2 = xp.asarray(l2_bandwidth) > 0
-        t_l2 = xp.maximum(nbytes / xp.where(has_l2, l2_bandwidth, 1.0), xp.maximum(nbytes - l2_bytes, 0) / bandwidth)
-        estimated_l2 = xp.where(has_l2, xp.maximum(t_compute, t_l2 * 1e9), estimated)
         intensity = xp.where(nbytes > 0, flops / xp.where(nbytes > 0, nbytes, 1), xp.nan)
-    bound = xp.where(t_compute >= t_memory, 0, 1).astype(xp.int8)
+    bound = xp.where(t_compute >= t_memory, 0, xp.where(in_l2 & (t_l2 >= t_dram), 4, 1)).astype(xp.int8)
     bound[estimated < LATENCY_NS] = 2
     bound[xp.isnan(estimated)] = 3
-    return {"estimated_ns": estimated, "estimated_l2_ns": estimated_l2, "intensity": intensity, "bound": bound}
+    return {"estimated_ns": estimated, "intensity": intensity, "bound": bound,
+            "resident_bytes": xp.where(in_l2, resident, 0.0) + xp.zeros_like(estimated)}  # fmt: skip
 
 
-def efficiency(estimated_ns, measured_ns, xp=np, resolution_ns: float = 0, estimated_l2_ns=None) -> dict:
+def efficiency(estimated_ns, measured_ns, xp=np, resolution_ns: float = 0) -> dict:
     """Return efficiency = estimated / measured (NaN where unmodelled or not measured), model_error
-    (efficiency > 1: the model, not the op, is wrong), lost_ns = measured − estimated, and the estimate
-    used with ``l2``, whether it is the hierarchical one. A clock of `resolution_ns` records a time up to
-    that much short, so efficiency divides by measured + resolution.
-
-    An op that ran faster than the DRAM roof (`estimated_ns`) allows had its data in L2: where the
-    hierarchical roof `estimated_l2_ns` is lower, that op is scored against it instead (bound "memory
-    (L2)"), and only beating that too is a model error."""
+    (efficiency > 1: the model, not the op, is wrong) and lost_ns = measured − estimated. A clock of
+    `resolution_ns` records a time up to that much short, so efficiency divides by measured + resolution."""
     measured = measured_ns.astype(xp.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = estimated_ns / (measured + resolution_ns)
-        l2 = xp.zeros(eff.shape, bool)
-        if estimated_l2_ns is not None:
-            l2 = (eff > 1.0) & (estimated_l2_ns < estimated_ns)
-            estimated_ns = xp.where(l2, estimated_l2_ns, estimated_ns)
-            eff = estimated_ns / (measured + resolution_ns)
     eff[measured <= 0] = xp.nan
-    return {"efficiency": eff, "model_error": eff > 1.0, "lost_ns": measured - estimated_ns,
-            "estimated_ns": estimated_ns, "l2": l2}  # fmt: skip
+    return {"efficiency": eff, "model_error": eff > 1.0, "lost_ns": measured - estimated_ns}
 
 
 def score_ops(
     ops: pa.Table, roofs: Roofs, *, tf32: bool = False, resolution_ns: float = 0, engine: Engine | None = None
 ) -> pa.Table:
     """Return `ops` (:data:`OPS_SCHEMA`) with the score columns added: category, dtype, peak (the roof's
-    key), flops, bytes, intensity, estimated_ns, bound, efficiency, model_error, model_missing, lost_ns.
+    key), flops, bytes, resident_bytes, intensity, estimated_ns, bound, efficiency, model_error, model_missing,
+    lost_ns.
 
     FP32 matrix ops are scored against TF32 tensor cores when `tf32` is set, or when any FP32 GEMM of the
-    table ran TF32 kernels (``allow_tf32`` is a process-wide switch). The memory roof is DRAM's, or
-    the hierarchical L2 roof for an op that beat it (:func:`roofline`, :func:`efficiency`); copies over the
-    host link are bounded by the link. The roofline is computed once per distinct call (and TF32 use); every
-    op then gathers its call's values, and only the ops whose bytes or link the trace itself gives are
-    computed row by row."""
+    table ran TF32 kernels (``allow_tf32`` is a process-wide switch). Copies over the host link are bounded
+    by the link. The memory roof is DRAM's, or the hierarchical L2 roof (:func:`roofline`) for the bytes of an
+    input that the op before it on its thread had just read or written (:func:`resident_bytes`); an op under
+    a mean or sum backward reads the gradient it expands once (:func:`expanded_bytes`). Costs are modelled
+    once per distinct call (and TF32 use); every op gathers its call's values, and the roofline is whole-column
+    arithmetic over the ops."""
     engine = engine or current()
     xp = engine.xp
     keys, uniques = _distinct_calls(ops)
@@ -418,18 +488,25 @@ def score_ops(
             f_u[j], b_u[j] = c.flops, c.bytes
             cat_u[j], dtype_u[j], peak_u[j] = CATEGORIES.index(c.category), dtypes.index(c.dtype), peak_names.index(key)
     rates = np.array([roofs.flops[k] for k in peak_names] + [np.nan])
-    line_u = roofline(f_u, b_u, rates[peak_u], roofs.memory_bandwidth, np, roofs.l2_bytes, roofs.l2_bandwidth)
 
     on_tf32 = _bools(ops, "tf32")
     fp32_gemm = (cat_u == CATEGORIES.index("gemm")) & (dtype_u == (dtypes.index("fp32") if "fp32" in dtypes else -2))
     if (on_tf32 & fp32_gemm[2 * keys]).any():
         on_tf32[:] = True
+    # bytes the trace's context changes: an expanded gradient read once; resident reads of the L2 roof
+    tensors_u = [_tensors(*u, c) for u, c in zip(uniques, costs)]
+    saved = expanded_bytes(keys, _ints_or(ops, "grad_bytes", -1), tensors_u)
+    caller_keys, callers = _distinct_calls(ops, ("name", "caller_dims", "caller_types", "concrete_inputs"))
+    touched_c = [_tensors(None, dims, types, None, None)[0] for _, dims, types, _ in callers]
+    resident = resident_bytes(keys, caller_keys, _previous(ops), tensors_u, touched_c)
     row = engine.asarray(2 * keys + on_tf32)
     take = {name: xp.asarray(values)[row] for name, values in (
         ("flops", f_u), ("bytes", b_u), ("category", cat_u), ("dtype", dtype_u), ("peak", peak_u),
-        ("estimated_ns", line_u["estimated_ns"]), ("estimated_l2_ns", line_u["estimated_l2_ns"]),
-        ("intensity", line_u["intensity"]), ("bound", line_u["bound"]),
     )}  # fmt: skip
+    take["bytes"] = take["bytes"] - engine.asarray(saved)
+    peak = xp.asarray(rates)[take["peak"]]
+    bandwidth = xp.full(ops.num_rows, roofs.memory_bandwidth)
+    l2_bandwidth = xp.full(ops.num_rows, roofs.l2_bandwidth)
 
     # ops the trace gives more than shapes for: copies with their bytes moved, copies over the host link
     copy = ops["copy_bytes"].combine_chunks()
@@ -440,43 +517,118 @@ def score_ops(
         at = engine.asarray(special)
         moved = copy.fill_null(0).to_numpy(zero_copy_only=False)[special].astype(np.float64)
         copy_rows = xp.asarray(is_copy[special])
-        flops = xp.where(copy_rows, 0.0, take["flops"][at])
-        nbytes = xp.where(copy_rows, xp.asarray(moved), take["bytes"][at])
-        peak = xp.where(copy_rows, xp.inf, xp.asarray(rates)[take["peak"][at]])
         link_rows = xp.asarray(over_link[special])
-        bandwidth = xp.where(link_rows, roofs.link_bandwidth, roofs.memory_bandwidth)
-        line = roofline(
-            flops, nbytes, peak, bandwidth, xp, roofs.l2_bytes, xp.where(link_rows, 0.0, roofs.l2_bandwidth)
-        )
-        take["flops"][at], take["bytes"][at] = flops, nbytes
-        for name in ("estimated_ns", "estimated_l2_ns", "intensity", "bound"):
-            take[name][at] = line[name]
+        take["flops"][at] = xp.where(copy_rows, 0.0, take["flops"][at])
+        take["bytes"][at] = xp.where(copy_rows, xp.asarray(moved), take["bytes"][at])
+        peak[at] = xp.where(copy_rows, xp.inf, peak[at])
+        bandwidth[at] = xp.where(link_rows, roofs.link_bandwidth, roofs.memory_bandwidth)
+        l2_bandwidth[at] = xp.where(link_rows, 0.0, roofs.l2_bandwidth)
         take["category"][at] = xp.where(copy_rows, CATEGORIES.index("copy"), take["category"][at])
         take["dtype"][at] = xp.where(copy_rows, -1, take["dtype"][at])
         take["peak"][at] = xp.where(copy_rows, -1, take["peak"][at])
 
+    resident = engine.asarray(resident)
+    line = roofline(take["flops"], take["bytes"], peak, bandwidth, xp, roofs.l2_bytes, l2_bandwidth, resident)
     measured = engine.asarray(ops["measured_ns"].combine_chunks().to_numpy(zero_copy_only=False))
-    scores = efficiency(take["estimated_ns"], measured, xp, resolution_ns, take["estimated_l2_ns"])
-    missing = take["bound"] == 3
-    take["bound"] = xp.where(scores["l2"], BOUNDS.index("memory (L2)"), take["bound"])
+    scores = efficiency(line["estimated_ns"], measured, xp, resolution_ns)
     host = engine.to_host
+    bound = host(line["bound"]).astype(np.int32)
     out = {
         "category": _dict(host(take["category"]), CATEGORIES),
         "dtype": _dict(host(take["dtype"]), dtypes),
         "peak": _dict(host(take["peak"]), peak_names),
         "flops": host(take["flops"]),
         "bytes": host(take["bytes"]),
-        "intensity": host(take["intensity"]),
-        "estimated_ns": host(scores["estimated_ns"]),
-        "bound": _dict(host(take["bound"]).astype(np.int32), BOUNDS),
+        "resident_bytes": np.nan_to_num(host(line["resident_bytes"])),
+        "intensity": host(line["intensity"]),
+        "estimated_ns": host(line["estimated_ns"]),
+        "bound": _dict(bound, BOUNDS),
         "efficiency": host(scores["efficiency"]),
         "model_error": host(scores["model_error"]),
-        "model_missing": host(missing),
+        "model_missing": bound == BOUNDS.index("unmodelled"),
         "lost_ns": host(scores["lost_ns"]),
     }
     for name, values in out.items():
         ops = ops.append_column(name, values if isinstance(values, pa.Array) else pa.array(values))
     return ops
+
+
+def _tensors(
+    name: str | None, dims: str | None, types: str | None, concrete: str | None, modelled: Cost | None
+) -> tuple[dict, list]:
+    """Return the tensors of a call, each keyed by (shape, bytes per element): those it wrote or touched
+    (every recorded one, in place and ``out=`` included, and the output its cost model derives) as {key:
+    bytes}, and its inputs (without the ``out=`` outputs) as [(key, bytes)]."""
+    call = Call(_parse(dims), _parse(types), _parse(concrete))
+    n_inputs = len(functional(name or "", call.dims, call.types, call.concrete)[0])
+    touched, inputs = {}, []
+    for i in range(len(call.dims)):
+        shape = call.shape(i)
+        if shape:
+            key = (tuple(shape), call.size(i))
+            touched[key] = math.prod(shape) * key[1]
+            if i < n_inputs:
+                inputs.append((key, touched[key]))
+    if modelled is not None and modelled.output is not None:
+        touched[modelled.output] = math.prod(modelled.output[0]) * modelled.output[1]
+    return touched, inputs
+
+
+def _previous(ops: pa.Table) -> np.ndarray:
+    """Return per op the row of the op before it on the same rank and thread (by start, then row), -1 for the
+    first and for ops of no known thread."""
+    n = ops.num_rows
+    thread = ops["thread"].combine_chunks()
+    known = thread.is_valid().to_numpy(zero_copy_only=False)
+    group = group_ids(ints(ops, "rank", 0), thread.fill_null(0).to_numpy(zero_copy_only=False))
+    order = np.lexsort((np.arange(n), ints(ops, "ts"), group))
+    order = order[known[order]]
+    out = np.full(n, -1, np.int64)
+    same = group[order[1:]] == group[order[:-1]]
+    out[order[1:][same]] = order[:-1][same]
+    return out
+
+
+def resident_bytes(
+    keys: np.ndarray,
+    caller_keys: np.ndarray,
+    previous: np.ndarray,
+    tensors: list[tuple[dict, list]],
+    caller_tensors: list[dict],
+) -> np.ndarray:
+    """Return per op the bytes of its largest input whose shape and element size match a tensor the op
+    before it on its thread (`previous`, -1 none) touched: one it recorded (read, written in place or
+    ``out=``), the output its cost model derives, or one its caller recorded. That tensor was just in the
+    cache. `keys`/`caller_keys`: each op's distinct call and caller; `tensors`: per call, :func:`_tensors`;
+    `caller_tensors`: per caller, the tensors it recorded."""
+    out = np.zeros(keys.size)
+    has = previous >= 0
+    if not has.any():
+        return out
+    triple = np.stack([keys[previous[has]], caller_keys[previous[has]], keys[has]], 1)
+    unique_triples, which = np.unique(triple, axis=0, return_inverse=True)
+    values = np.zeros(len(unique_triples))
+    for j, (before, caller, this) in enumerate(unique_triples.tolist()):
+        touched = tensors[before][0].keys() | caller_tensors[caller].keys()
+        values[j] = max((b for k, b in tensors[this][1] if k in touched), default=0)
+    out[has] = values[which.ravel()]
+    return out
+
+
+def expanded_bytes(keys: np.ndarray, grad_bytes: np.ndarray, tensors: list[tuple[dict, list]]) -> np.ndarray:
+    """Return per op the bytes its model counts but it does not read: under a mean or sum backward
+    (`grad_bytes` ≥ 0, the incoming gradient's bytes) an input larger than the gradient is the gradient
+    expanded by a stride-0 view, so only the gradient's bytes are read."""
+    out = np.zeros(keys.size)
+    has = grad_bytes >= 0
+    for key, grad in {(int(k), int(g)) for k, g in zip(keys[has], grad_bytes[has])}:
+        saved = sum(b - grad for _, b in tensors[key][1] if b > grad)
+        out[has & (keys == key) & (grad_bytes == grad)] = saved
+    return out
+
+
+def _ints_or(table: pa.Table, name: str, null: int) -> np.ndarray:
+    return table[name].combine_chunks().fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _bools(table: pa.Table, name: str) -> np.ndarray:

@@ -69,7 +69,7 @@ def _contents(path: Path) -> str:
         if path.suffix == ".csv":
             with open(path, newline="", encoding="utf-8", errors="replace") as f:
                 return _rows(max(sum(1 for _ in csv.reader(f)) - 1, 0))  # less the header
-        return _size(path.stat().st_size)
+        return size_text(path.stat().st_size)
     except (OSError, ValueError, csv.Error):
         return "written"
 
@@ -78,11 +78,12 @@ def _rows(n: int) -> str:
     return f"{n:,} row{'s' * (n != 1)}"
 
 
-def _size(nbytes: int) -> str:
-    """Return a file size in words: bytes, kB or MB."""
-    if nbytes < 1000:
-        return f"{nbytes:,} bytes"
-    return f"{nbytes / 1e3:,.1f} kB" if nbytes < 1e6 else f"{nbytes / 1e6:,.1f} MB"
+def size_text(nbytes: float) -> str:
+    """Return a size in bytes as text in decimal units: ``512 bytes``, ``7.68 kB``, ``186.96 MB``, ``1.20 GB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:,.2f} {unit}"
+    return f"{nbytes:,.0f} bytes"
 
 
 def _remove(path: Path) -> None:

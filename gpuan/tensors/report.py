@@ -7,16 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpuan.outputs import write_frames, write_text
+from gpuan.outputs import size_text, write_frames, write_text
 from gpuan.tensors import Analysis
 from gpuan.tensors.tables import file_share_for
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:,.2f} {unit}"
-    return f"{n:,.0f} B"
 
 
 def never_touched(a: Analysis) -> tuple[int, int]:
@@ -42,22 +35,22 @@ def summary(a: Analysis, top: int = 10) -> str:
     lines = [
         f"{log.path}  ({log.format}: {log.entries:,} entries of {log.capacity:,}, {s.accesses:,} accesses, "
         f"{s.engine.upper()})",
-        f"model {model.path}  ({model.architecture or '?'}, {len(model.tensors)} tensors, {_size(model.file_bytes)}, "
-        f"alignment {model.alignment})",
+        f"model {model.path}  ({model.architecture or '?'}, {len(model.tensors)} tensors, "
+        f"{size_text(model.file_bytes)}, alignment {model.alignment})",
         f"span {(s.t1 - s.t0) / 1e6:,.3f} ms   tokens {len(tokens):,}   threads {len(t['threads'])}",
-        f"weights        {w_acc:>12,} accesses  {_size(w_bytes):>12} read  "
+        f"weights        {w_acc:>12,} accesses  {size_text(w_bytes):>12} read  "
         f"({w_bytes / max(w_bytes + i_bytes, 1):.0%} of bytes)",
-        f"intermediates  {i_acc:>12,} accesses  {_size(i_bytes):>12} read",
+        f"intermediates  {i_acc:>12,} accesses  {size_text(i_bytes):>12} read",
     ]
     if len(tokens):
         lines.append(
-            f"per token: {_size(tokens['bytes_accessed'].mean())} read "
-            f"({_size(tokens['weight_bytes'].mean())} weights), "
-            f"touching {_size(tokens['distinct_weight_bytes'].median())} of tensors and expert slices (median)"
+            f"per token: {size_text(tokens['bytes_accessed'].mean())} read "
+            f"({size_text(tokens['weight_bytes'].mean())} weights), "
+            f"touching {size_text(tokens['distinct_weight_bytes'].median())} of tensors and expert slices (median)"
         )
     cold, data = never_touched(a)
     lines.append(
-        f"never touched: {cold / max(data, 1):.1%} of the data section ({_size(cold)} of {_size(data)}, "
+        f"never touched: {cold / max(data, 1):.1%} of the data section ({size_text(cold)} of {size_text(data)}, "
         f"{s.options.page_bytes // 1024} KiB pages)"
     )
     curve = t["hot_curve"]
@@ -69,15 +62,16 @@ def summary(a: Analysis, top: int = 10) -> str:
         lines.append(f"  {'accesses':>10} {'share':>6} {'read':>10} {'size':>10}  tensor")
         for r in t["tensors"].head(top).itertuples():
             lines.append(
-                f"  {r.accesses:>10,} {r.share:>6.1%} {_size(r.bytes_accessed):>10} {_size(r.n_bytes):>10}  {r.name}"
+                f"  {r.accesses:>10,} {r.share:>6.1%} {size_text(r.bytes_accessed):>10} "
+                f"{size_text(r.n_bytes):>10}  {r.name}"
             )
     lines.append("components")
     lines.append(f"  {'accesses':>10} {'read':>10} {'file':>10} {'untouched':>10}  component")
     for r in t["components"].itertuples():
         kind = "" if r.weight else "  (intermediate)"
         lines.append(
-            f"  {r.accesses:>10,} {_size(r.bytes_accessed):>10} {_size(r.file_bytes):>10} "
-            f"{_size(r.untouched_bytes):>10}  {r.component}{kind}"
+            f"  {r.accesses:>10,} {size_text(r.bytes_accessed):>10} {size_text(r.file_bytes):>10} "
+            f"{size_text(r.untouched_bytes):>10}  {r.component}{kind}"
         )
     e = t["experts"]
     if len(e):

@@ -205,7 +205,30 @@ def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | No
         if found[best][0] == 0:
             raise TraceError(path, "empty log: the first entry's timestamp is 0")
     used, capacity = found[best]
+    _check_tail(path, DTYPES[best].itemsize, used, capacity)
     return TensorLog(path, best, DTYPES[best].itemsize, used, capacity, _sidecar(path), scores)
+
+
+#: entries after the used part that must be all zero (a few pages: the search stays O(log n) in reads)
+TAIL_CHECK = 64
+
+
+def _check_tail(path: str, width: int, used: int, capacity: int) -> None:
+    """Return None when the first :data:`TAIL_CHECK` entries after the used part are all zero bytes, else
+    raise a :class:`TraceError`. The binary search for the zero tail can land on a corrupt entry whose
+    timestamp is 0 inside the used part; the entries after such an entry are set, where a tail's are not."""
+    count = min(TAIL_CHECK, capacity - used)
+    if count <= 0:
+        return
+    with open(path, "rb") as f:
+        tail = np.frombuffer(os.pread(f.fileno(), count * width, used * width), np.uint8)
+    set_entries = np.flatnonzero(tail.reshape(-1, width).any(axis=1))
+    if set_entries.size:
+        raise TraceError(
+            path,
+            f"entry {used:,} (byte {used * width:,}): timestamp 0, but entry {used + int(set_entries[0]):,} "
+            "after it is set; a zero timestamp marks only the unused tail, so the entry is corrupt",
+        )
 
 
 def entries(log: TensorLog, start: int = 0, stop: int | None = None) -> np.memmap:

@@ -24,10 +24,13 @@ from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
-FORMAT_VERSION = 7  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
+#: per row group, the columns that are null throughout it (written by gpuan, so the reader never asks
+#: pyarrow for a column chunk's statistics: on a corrupt footer that aborts the process)
+NULLS_KEY = b"gpuan.null_columns"
+FORMAT_VERSION = 8  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
 # 4: kernel grids in workgroups (ROCm work-item launches divided, gpuan/trace/launch_dims.py); 5: shapes in
 # one line (gpuan/trace/kineto/shapes.py); 6: ROCm GPU agent ids as device indexes (gpuan/trace/kineto/agents.py);
-# 7: a rank's distributedInfo as evidence of its agent's device
+# 7: a rank's distributedInfo as evidence of its agent's device; 8: the null columns of each row group
 ROW_GROUP_ROWS = 1 << 20
 # Integer columns that rise within a kind: delta encoding makes them small and several times faster to
 # decode than plain values under a general-purpose compressor (ts: 60 ms -> 6 ms per 2M rows here).
@@ -93,8 +96,11 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
             use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)],
             column_encoding={name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS},
         ) as writer:
+            nulls = []
             for piece in _kind_slices(table):
                 writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
+                nulls += _null_columns(piece)
+            writer.add_key_value_metadata({NULLS_KEY: json.dumps(nulls).encode()})
         os.replace(tmp, path)
     except IsADirectoryError:
         raise TraceError(path, "is a directory") from None
@@ -102,6 +108,13 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _null_columns(piece: pa.Table) -> list[list[str]]:
+    """Return, for each row group that writing `piece` makes (:data:`ROW_GROUP_ROWS` rows each), the names
+    of its columns that are null throughout."""
+    groups = [piece.slice(at, ROW_GROUP_ROWS) for at in range(0, piece.num_rows, ROW_GROUP_ROWS)] or [piece]
+    return [[c for c in g.column_names if g[c].null_count == g.num_rows] for g in groups]
 
 
 def _kind_slices(table: pa.Table) -> list[pa.Table]:
@@ -140,7 +153,7 @@ def _stored_metadata(path: str | os.PathLike) -> dict:
 def read(path: str | os.PathLike) -> Trace:
     """Return the Trace stored in a gpuan Parquet file.
 
-    Column chunks that are entirely null (per the file's statistics) are not decoded: they become null
+    Column chunks that are entirely null (as the writer recorded them) are not decoded: they become null
     columns whose memory is never touched, so a reload costs about what the data holds."""
     path = str(path)
     try:
@@ -156,9 +169,12 @@ def read(path: str | os.PathLike) -> Trace:
         wrong = [f"{f.name} is {schema.field(f.name).type}, not {f.type}" for f in SCHEMA if not _fits(schema, f)]
         if wrong:
             raise TraceError(path, f"Parquet column {wrong[0]}")
+        nulls = _recorded_nulls(pf.metadata.metadata or {}, pf.num_row_groups)  # the footer's key-values
+        if nulls is None:
+            raise TraceError(path, "unreadable record of the null columns in the Parquet file")
         with _steady_memory_pool():
-            pieces = [_read_row_group(pf, schema.names, i) for i in range(pf.num_row_groups)]
-    except (OSError, pa.ArrowException) as e:
+            pieces = [_read_row_group(pf, nulls[i], i) for i in range(pf.num_row_groups)]
+    except (OSError, ValueError, pa.ArrowException) as e:  # ValueError: a column path that is no UTF-8
         raise TraceError(path, f"unreadable Parquet file ({str(e).splitlines()[0]})") from None
     try:
         meta = json.loads(meta_raw[META_KEY])
@@ -200,25 +216,31 @@ def _steady_memory_pool() -> Iterator[None]:
         pa.set_memory_pool(previous)
 
 
-def _read_row_group(pf: pq.ParquetFile, names: list[str], i: int) -> pa.Table:
-    """Read row group i with the event schema, skipping the columns that are null throughout it."""
-    rg = pf.metadata.row_group(i)
-    n = rg.num_rows
-    null_throughout = set()
-    for j in range(rg.num_columns):
-        chunk = rg.column(j)
-        if chunk.physical_type != pf.schema.column(j).physical_type:
-            # pyarrow aborts the whole process (a C++ exception it does not catch) when asked for the
-            # statistics of such a chunk; read() turns this into the file's one-line error
-            raise pa.ArrowInvalid(
-                f"row group {i} column {names[j]}: type {chunk.physical_type} in the footer, "
-                f"{pf.schema.column(j).physical_type} in the schema"
-            )
-        stats = chunk.statistics
-        if stats is not None and stats.has_null_count and stats.null_count == n:
-            null_throughout.add(names[j])
-    wanted = [f.name for f in SCHEMA if f.name not in null_throughout]
+def _recorded_nulls(meta: dict, groups: int) -> list[set[str]] | None:
+    """Return the writer's null columns of each of the `groups` row groups (none, so every column is
+    decoded, for a file written without the record); None where the record does not fit the file."""
+    if NULLS_KEY not in meta:
+        return [set() for _ in range(groups)]
+    try:
+        nulls = json.loads(meta[NULLS_KEY])
+    except ValueError:
+        return None
+    names = {f.name for f in SCHEMA}
+    fits = isinstance(nulls, list) and len(nulls) == groups
+    if not fits or not all(isinstance(g, list) and set(g) <= names for g in nulls):
+        return None
+    return [set(g) for g in nulls]
+
+
+def _read_row_group(pf: pq.ParquetFile, nulls: set[str], i: int) -> pa.Table:
+    """Read row group i with the event schema; the columns in `nulls` are not decoded but made null."""
+    n = pf.metadata.row_group(i).num_rows
+    wanted = [f.name for f in SCHEMA if f.name not in nulls]
     got = pf.read_row_group(i, columns=wanted, use_threads=USE_THREADS)
+    for f in SCHEMA:
+        if f.name in got.column_names and pa.types.is_dictionary(f.type):
+            for chunk in got[f.name].chunks:
+                chunk.dictionary.validate(full=True)  # Parquet does not check UTF-8; the words are few
     cols = [_as(got[f.name], f.type) if f.name in got.column_names else null_column(n, f.type) for f in SCHEMA]
     return pa.Table.from_arrays(cols, schema=SCHEMA)
 

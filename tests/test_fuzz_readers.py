@@ -518,11 +518,12 @@ def _times(rows: list[tuple], what: str) -> list[tuple]:
 def nsys_truth(case: Case) -> dict:
     try:
         conn = sqlite3.connect(case.path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn.text_factory = lambda raw: raw.decode("utf-8", "replace")  # read leniently, as README says
         try:
             return _nsys_truth(conn)
         finally:
             conn.close()
-    except sqlite3.Error as e:
+    except (sqlite3.Error, UnicodeDecodeError) as e:  # SQLite's message may quote corrupt bytes
         raise Rejected(f"sqlite: {e}") from None
 
 

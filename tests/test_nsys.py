@@ -329,3 +329,15 @@ def test_an_event_that_ends_before_it_starts_is_bad_input(sample, tmp_path, tabl
         conn.execute(f"UPDATE {table} SET end = -1 WHERE rowid = ?", (row,))
     with pytest.raises(TraceError, match=f"{table} row {row}: ends at -1 ns, before it starts at {start} ns"):
         read_nsys(str(copy))
+
+
+def test_a_schema_with_bytes_that_are_no_utf8_is_bad_input(sample, tmp_path):
+    """SQLite's own error message quotes the corrupt name: still one line naming the file, not a traceback."""
+    copy = tmp_path / "schema.sqlite"
+    copy.write_bytes(sample.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("CREATE TABLE x (a)")
+        conn.execute("UPDATE sqlite_master SET name = CAST(X'78FF8E' AS TEXT) WHERE name = 'x'")
+    with pytest.raises(TraceError, match="not a readable SQLite database"):
+        read_nsys(str(copy))

@@ -136,16 +136,23 @@ def _connect(path: str) -> sqlite3.Connection:
     if os.path.getsize(path) == 0:
         raise TraceError(path, "empty file")
     try:
-        return sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     except sqlite3.Error as e:
         raise TraceError(path, f"cannot open as SQLite ({_one_line(e)})") from None
+    conn.text_factory = _text  # strings are read leniently, as in the Kineto reader
+    return conn
+
+
+def _text(raw: bytes) -> str:
+    """Return SQLite text as a string, invalid UTF-8 replaced by U+FFFD."""
+    return raw.decode("utf-8", "replace")
 
 
 def _tables(conn: sqlite3.Connection, path: str) -> set[str]:
     """Return the names of the file's tables; a file SQLite cannot read raises TraceError."""
     try:
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # (SQLite's message may quote corrupt bytes)
         raise TraceError(path, f"not a readable SQLite database ({_one_line(e)})") from None
 
 

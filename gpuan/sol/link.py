@@ -8,8 +8,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
-from gpuan.trace.launch import group_ids, innermost, ints
-from gpuan.trace.nesting import enclosing
+from gpuan.trace.launch import callers, innermost
 
 #: annotations that mark steps or communication, not phases
 _NOT_PHASES = re.compile(
@@ -24,7 +23,7 @@ def phase_paths(annotations: pa.Table) -> tuple[pa.Table, list[str]]:
     keep = np.array([not _NOT_PHASES.match(n or "") for n in names], bool)
     phases = annotations.filter(pa.array(keep))
     names = [n for n, k in zip(names, keep) if k]
-    parent = _parents_of_ranges(phases) if phases.num_rows else np.empty(0, np.int64)
+    parent = callers(phases) if phases.num_rows else np.empty(0, np.int64)
     paths: list[str | None] = [None] * len(names)
 
     def path(i: int) -> str:
@@ -40,13 +39,6 @@ def phase_paths(annotations: pa.Table) -> tuple[pa.Table, list[str]]:
         return paths[i]
 
     return phases, [path(i) for i in range(len(names))]
-
-
-def _parents_of_ranges(ranges: pa.Table) -> np.ndarray:
-    start = ints(ranges, "ts")
-    end = start + ints(ranges, "dur", 0)
-    group = group_ids(*(ints(ranges, c, 0) for c in ("rank", "pid", "tid")))
-    return enclosing(group, start, end)
 
 
 def phases_of(points: pa.Table, phases: pa.Table, paths: list[str]) -> np.ndarray:

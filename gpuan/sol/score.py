@@ -25,7 +25,7 @@ from gpuan.sol.dtypes import dtype_of
 from gpuan.sol.link import phase_paths, phases_of
 from gpuan.sol.roofs import Roofs, peak_key, roofs_for
 from gpuan.sol.schemas import functional
-from gpuan.trace.launch import group_ids, ints, link
+from gpuan.trace.launch import callers, group_ids, ints, link
 from gpuan.trace.nesting import ancestor_where, enclosing
 from gpuan.trace.table import Trace
 
@@ -196,7 +196,7 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     tf32 = np.bincount(group, weights=tensor_core.fill_null(False).to_numpy(zero_copy_only=False), minlength=n) > 0
 
     launched_ops = ops.take(pa.array(launched))
-    parent = _nesting(ops)
+    parent = callers(ops)
     grad = np.concatenate([_expanded_gradient(ops, parent)[launched], -np.ones(lone.size)])
     lone_acts = activities.take(pa.array(lone))
     phase = np.concatenate(
@@ -292,26 +292,19 @@ def _nulls_below(values: np.ndarray) -> pa.Array:
     return pa.array(values.astype(np.int64), mask=values < 0)
 
 
-def _nesting(ops: pa.Table) -> np.ndarray:
-    """Return per op the row of the op that called it (encloses it on its rank and thread), -1 at top level."""
-    start = ints(ops, "ts")
-    group = group_ids(*(ints(ops, c, 0) for c in ("rank", "pid", "tid")))
-    return enclosing(group, start, start + ints(ops, "dur", 0))
-
-
 def _callers(ops: pa.Table, parent: np.ndarray, rows: np.ndarray, what: str) -> pa.Array:
     """The ``input_{what}`` of the callers of the ops at `rows` (null at top level)."""
-    callers = parent[rows]
+    up = parent[rows]
     column = _strings(ops, f"input_{what}")
     if not rows.size:
         return pa.array([], _STR)
-    return column.take(pa.array(np.maximum(callers, 0), mask=callers < 0))
+    return column.take(pa.array(np.maximum(up, 0), mask=up < 0))
 
 
 def _expanded_gradient(ops: pa.Table, parent: np.ndarray) -> np.ndarray:
     """Return per op the bytes of the incoming gradient of the mean or sum backward node
     (:data:`EXPANDING_BACKWARD`) it runs under, -1 where none or the node recorded no shape. `parent`: the
-    ops' nesting (:func:`_nesting`)."""
+    ops' nesting (:func:`gpuan.trace.launch.callers`)."""
     out = np.full(ops.num_rows, -1, np.int64)
     if not ops.num_rows:
         return out

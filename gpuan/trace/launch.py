@@ -50,6 +50,14 @@ def match(keys: tuple[np.ndarray, ...], targets: tuple[np.ndarray, ...]) -> np.n
     return out
 
 
+def callers(table: pa.Table) -> np.ndarray:
+    """Return per row of `table` (ranges with ts, dur) the row of the range that encloses it on its rank,
+    process and thread (the op that called it), -1 at top level."""
+    start = ints(table, "ts")
+    group = group_ids(*(ints(table, c, 0) for c in ("rank", "pid", "tid")))
+    return enclosing(group, start, start + ints(table, "dur", 0))
+
+
 def innermost(points: pa.Table, ranges: pa.Table, by: tuple[str, ...]) -> np.ndarray:
     """Return, for each row of `points`, the row of the innermost range of `ranges` with the same `by`
     columns that holds the point's start, or -1."""

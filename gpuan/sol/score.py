@@ -573,12 +573,13 @@ def _previous(ops: pa.Table) -> np.ndarray:
     n = ops.num_rows
     thread = ops["thread"].combine_chunks()
     known = thread.is_valid().to_numpy(zero_copy_only=False)
-    group = group_ids(ints(ops, "rank", 0), thread.fill_null(0).to_numpy(zero_copy_only=False))
-    order = np.lexsort((np.arange(n), ints(ops, "ts"), group))
+    rank, tid = ints(ops, "rank", 0), thread.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.lexsort((np.arange(n), ints(ops, "ts"), tid, rank))
     order = order[known[order]]
     out = np.full(n, -1, np.int64)
-    same = group[order[1:]] == group[order[:-1]]
-    out[order[1:][same]] = order[:-1][same]
+    a, b = order[1:], order[:-1]
+    same = (rank[a] == rank[b]) & (tid[a] == tid[b])
+    out[a[same]] = b[same]
     return out
 
 
@@ -595,17 +596,45 @@ def resident_bytes(
     cache. `keys`/`caller_keys`: each op's distinct call and caller; `tensors`: per call, :func:`_tensors`;
     `caller_tensors`: per caller, the tensors it recorded."""
     out = np.zeros(keys.size)
-    has = previous >= 0
-    if not has.any():
+    has = np.flatnonzero(previous >= 0)
+    if not has.size:
         return out
-    triple = np.stack([keys[previous[has]], caller_keys[previous[has]], keys[has]], 1)
-    unique_triples, which = np.unique(triple, axis=0, return_inverse=True)
-    values = np.zeros(len(unique_triples))
-    for j, (before, caller, this) in enumerate(unique_triples.tolist()):
-        touched = tensors[before][0].keys() | caller_tensors[caller].keys()
-        values[j] = max((b for k, b in tensors[this][1] if k in touched), default=0)
+    # one int per distinct (call before, its caller, this call): a trace repeats few of them
+    u, c = len(tensors), len(caller_tensors)
+    triple = (keys[previous[has]] * c + caller_keys[previous[has]]) * u + keys[has]
+    unique_triples, which = np.unique(triple, return_inverse=True)
+    before, caller, this = unique_triples // (c * u), unique_triples // u % c, unique_triples % u
+    # every tensor key as an int; a (call, key) pair as one int, to test membership with searchsorted
+    sig: dict = {}
+
+    def pairs(owners) -> np.ndarray:
+        codes = [o * (1 << 32) + sig.setdefault(k, len(sig)) for o, owned in owners for k in owned]
+        return np.unique(np.array(codes, np.int64))
+
+    touched = pairs((i, t[0].keys()) for i, t in enumerate(tensors))
+    by_caller = pairs(enumerate(d.keys() for d in caller_tensors))
+    count = np.array([len(t[1]) for t in tensors], np.int64)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]])
+    flat_sig = np.array([sig.setdefault(k, len(sig)) for t in tensors for k, _ in t[1]], np.int64)
+    flat_bytes = np.array([b for t in tensors for _, b in t[1]], np.float64)
+    # the inputs of each distinct triple's op, one row each
+    n_in = count[this]
+    row = np.repeat(np.arange(this.size), n_in)
+    at = first[this][row] + np.arange(row.size) - np.repeat(np.cumsum(n_in) - n_in, n_in)
+    key = flat_sig[at]
+    hit = _member(touched, before[row] * (1 << 32) + key) | _member(by_caller, caller[row] * (1 << 32) + key)
+    values = np.zeros(this.size)
+    np.maximum.at(values, row, np.where(hit, flat_bytes[at], 0.0))
     out[has] = values[which.ravel()]
     return out
+
+
+def _member(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Whether each of `x` is in `sorted_values` (sorted, unique)."""
+    if not sorted_values.size:
+        return np.zeros(x.size, bool)
+    i = np.minimum(np.searchsorted(sorted_values, x), sorted_values.size - 1)
+    return sorted_values[i] == x
 
 
 def expanded_bytes(keys: np.ndarray, grad_bytes: np.ndarray, tensors: list[tuple[dict, list]]) -> np.ndarray:

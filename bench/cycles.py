@@ -2,7 +2,7 @@
 
     python bench/cycles.py [--sizes 100k,1M,10M] [--gpu] [--noise 1e-4] [--out bench/results]
 
-For each size a trace is built by gpuan.synth_cycles.llm_kernel_trace (a prefill pass, then decode steps
+For each size a trace is built by gpuan.synth.cycles.llm_kernel_trace (a prefill pass, then decode steps
 of 32 layers, a side stream and rare stray kernels; not timed) and ``gpuan.cycles.detect(trace)`` is
 timed, best of 3 (best of 2 from 10M kernels). Each size runs in a fresh Python process, which first
 runs detect on a small trace untimed so that numba's compile / cache load is not counted, and whose
@@ -104,7 +104,7 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
     ``layer`` (found / expected texts), ``matches`` (bool) and ``problems`` (why not, one line each).
     Positions are those of the merged (time-ordered, both streams) sequence.
     """
-    from gpuan.synth_cycles import DECODE_LAYER, PREFILL_LAYER
+    from gpuan.synth.cycles import DECODE_LAYER, PREFILL_LAYER
 
     sc = max(found, key=lambda s: len(s.sequence))
     seq = sc.sequence
@@ -211,7 +211,7 @@ def run_child(n: int, engine_name: str, repeat: int, layers: int, seed: int, noi
     from gpuan import engine as engines
     from gpuan.cycles import detect, sequences
     from gpuan.cycles.detect import detect_sequence
-    from gpuan.synth_cycles import llm_kernel_trace
+    from gpuan.synth.cycles import llm_kernel_trace
 
     eng = engines.select(engine_name)  # raises where "gpu" has no GPU: the row then says why
     t = time.perf_counter()
@@ -382,7 +382,7 @@ def markdown_report(info: dict, results: list[dict[str, Any]], args: argparse.Na
         f"- date: {now:%Y-%m-%d %H:%M} UTC",
         f"- git commit: {git_commit()}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in versions(DETECT_PACKAGES, GPU_PACKAGES).items()),
-        f"- traces: gpuan.synth_cycles.llm_kernel_trace (LLM inference on an H100: prefill, then decode steps of "
+        f"- traces: gpuan.synth.cycles.llm_kernel_trace (LLM inference on an H100: prefill, then decode steps of "
         f"{args.layers} layers; side stream 20 with 2 kernels a step; noise {args.noise}: that share of decode "
         f"steps holds one stray kernel; seed {args.seed})",
         "- method: each size and engine in a fresh Python process, after an untimed detect of a "

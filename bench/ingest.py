@@ -213,7 +213,7 @@ def load_synth():
     except Exception:  # noqa: BLE001  (a half-written gpuan must not stop the anchors)
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("gpuan_synth", REPO / "gpuan" / "synth.py")
+        spec = importlib.util.spec_from_file_location("gpuan_synth", REPO / "gpuan" / "synth" / "kineto.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
         spec.loader.exec_module(module)

@@ -87,7 +87,7 @@ def main() -> int:
 
     import pandas as pd
 
-    from gpuan.synth_ranks import plan, write_run
+    from gpuan.synth.ranks import plan, write_run
 
     run_dir = Path(args.cache) / f"r{args.ranks}-e{args.events}-s{args.steps}"
     stragglers = ((args.steps // 2, args.ranks // 3, 40_000_000), (args.steps - 1, args.ranks - 1, 25_000_000))

@@ -29,7 +29,7 @@ def make_inputs(d: Path, entries: int) -> tuple[Path, Path, dict]:
     """Write the model and the log (if not there yet); return their paths and what was generated."""
     import numpy as np
 
-    from gpuan.synth_tensors import accesses64, expert_choices, template, write_model
+    from gpuan.synth.tensors import accesses64, expert_choices, template, write_model
     from gpuan.trace.gguf_map import read_gguf
     from gpuan.trace.tensorlog import open_writer
 

@@ -143,7 +143,7 @@ def test_empty_trace_is_bad_input(tmp_path):
 
 
 def test_events_without_names_are_labelled_not_fatal(tmp_path):
-    from gpuan.synth import sample_trace_path
+    from gpuan.synth.kineto import sample_trace_path
 
     doc = json.loads(gzip.decompress(sample_trace_path(tmp_path).read_bytes()))
     stripped = 0

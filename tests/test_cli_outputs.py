@@ -125,7 +125,7 @@ def test_every_command_survives_a_closed_stdout(tmp_path, data_dir, ddp, command
         trace = data_dir / "nvprof" / "mem_mem_1stream_23000.csv"
         args, want = ["streams", trace, "--streams", "2", "-o", tmp_path / "p.json"], [tmp_path / "p.json"]
     elif command == "tensors":
-        from gpuan.synth_tensors import write_sample
+        from gpuan.synth.tensors import write_sample
 
         model, log, names = write_sample(tmp_path / "in", tokens=4)
         args, want = ["tensors", log, "--gguf", model, "--names", names, "-o", tmp_path / "out"], [tmp_path / "out"]
@@ -228,7 +228,7 @@ def test_demo_then_info_on_its_directory(tmp_path):
 
 
 def test_tensors_says_what_it_wrote(tmp_path):
-    from gpuan.synth_tensors import write_sample
+    from gpuan.synth.tensors import write_sample
 
     model, log, names = write_sample(tmp_path / "in", tokens=4)
     r = gpuan("tensors", log, "--gguf", model, "--names", names, "-o", tmp_path / "out")

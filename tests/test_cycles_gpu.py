@@ -27,7 +27,7 @@ def test_real_trace_same_bytes_on_gpu(gpu, data_dir):
 
 
 def test_synthetic_llm_same_bytes_on_gpu(gpu):
-    from gpuan.synth_cycles import llm_kernel_trace
+    from gpuan.synth.cycles import llm_kernel_trace
 
     trace, _ = llm_kernel_trace(300_000, noise=0.01)
     assert _csvs(trace, gpu) == _csvs(trace, CPU)

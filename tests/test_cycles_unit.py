@@ -277,7 +277,7 @@ def test_idle_before_and_cover_are_exact():
 def test_synthetic_llm_inference_phases():
     from gpuan.cycles import detect
     from gpuan.cycles.patterns import llm_phases
-    from gpuan.synth_cycles import llm_kernel_trace
+    from gpuan.synth.cycles import llm_kernel_trace
 
     trace, truth = llm_kernel_trace(60_000, noise=0.05, seed=11)
     (sc,) = detect(trace)  # streams 7 and 20 are both compute: one sequence

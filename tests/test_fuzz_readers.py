@@ -1001,7 +1001,7 @@ LOG_FORMATS = ("seed64", "packed64", "op256", "op1024")
 def _tensor_log_source(fmt: str) -> Path:
     """A small tensor-access log of `fmt` written against the real stories260K model (once per process)."""
     if fmt not in _LOGS:
-        from gpuan import synth_tensors
+        from gpuan.synth.kineto import tensors as synth_tensors
         from gpuan.trace.gguf_map import read_gguf
 
         d = Path(tempfile.mkdtemp(prefix="gpuan-fuzz-log-"))

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from gpuan.errors import TraceError
-from gpuan.outputs import all_or_none, make_dir, write_text
-from gpuan.synth import sample_trace_path
+from gpuan.outputs.files import all_or_none, make_dir, write_text
+from gpuan.synth.kineto import sample_trace_path
 
 
 def gpuan(*args, cwd=None):
@@ -73,7 +73,7 @@ def test_sigterm_unwinds_and_removes_staged_files(tmp_path):
         "import os, signal, sys, time\n"
         "from pathlib import Path\n"
         "from gpuan.cli import _exit_on_sigterm\n"
-        "from gpuan.outputs import all_or_none, write_text\n"
+        "from gpuan.outputs.files import all_or_none, write_text\n"
         "_exit_on_sigterm()\n"
         "d = Path(sys.argv[1])\n"
         "with all_or_none():\n"

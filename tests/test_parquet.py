@@ -110,7 +110,7 @@ def _rewritten(src, dst, metadata=None, kind=None):
     ],
 )
 def test_damaged_gpuan_parquet_is_one_error(tmp_path, change, words):
-    from gpuan.synth import sample_trace_path
+    from gpuan.synth.kineto import sample_trace_path
 
     good = parquet.write(gpuan.load(sample_trace_path(tmp_path), use_cache=False), tmp_path / "good.parquet")
     bad = _rewritten(good, tmp_path / "bad.parquet", **change)

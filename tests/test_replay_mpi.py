@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuan.synth_ranks import plan, write_run
+from gpuan.synth.ranks import plan, write_run
 
 MPIEXEC = shutil.which("mpiexec")
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test command installs mpich from PyPI)")

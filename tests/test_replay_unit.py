@@ -11,7 +11,7 @@ from gpuan.replay.breakdown import breakdown
 from gpuan.replay.collectives import match
 from gpuan.replay.comms import CALL, OP, op_name
 from gpuan.replay.deal import deal
-from gpuan.synth_ranks import plan, write_run
+from gpuan.synth.ranks import plan, write_run
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuan.synth import sample_trace_path, write_kineto_trace
+from gpuan.synth.kineto import sample_trace_path, write_kineto_trace
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuan.synth_cycles import (
+from gpuan.synth.cycles import (
     DECODE_LAYER,
     HEAD_AND_SAMPLING,
     MAIN_STREAM,

@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuan import synth_tensors as st
 from gpuan.cli import main
 from gpuan.engine import gpu_available
 from gpuan.errors import TraceError
+from gpuan.synth.kineto import tensors as st
 from gpuan.tensors import Options, analyze
-from gpuan.tensors.names import component_of, layer_of
 from gpuan.trace.gguf_map import layout_problems, read_gguf, units
+from gpuan.trace.gguf_names import component_of, layer_of
 from gpuan.trace.tensorlog import open_log, open_writer, windows
 from gpuan.trace.tensorlog.read import used_entries
 from gpuan.trace.tensorlog.sides import read_buffers, read_names

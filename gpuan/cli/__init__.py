@@ -7,10 +7,11 @@ import signal
 import sys
 
 from gpuan import __version__
+from gpuan.cli.arguments import engine_choice
 from gpuan.cli.pipes import tolerant_output
-from gpuan.engine import CHOICES, EngineError, select
-from gpuan.errors import TraceError
-from gpuan.outputs import all_or_none
+from gpuan.engine import select
+from gpuan.errors import TraceError, UsageError
+from gpuan.outputs.files import all_or_none
 
 EXIT_BAD_INPUT = 2
 
@@ -27,14 +28,21 @@ def _parser() -> argparse.ArgumentParser:
 
     p = _Parser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
-    p.add_argument(
-        "--device", choices=CHOICES, default=None,
-        help="where analyses run (default: $GPUAN_DEVICE, else a GPU if there is one)",
-    )  # fmt: skip
+    p.add_argument("--device", type=engine_choice, default=None, metavar="{auto,cpu,gpu}", help=_DEVICE_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (info, convert, cycles, compare, streams, sol, tensors, replay, demo):
         module.add_parser(sub)
+    for command in sub.choices.values():
+        # the engine option after the command too (gpuan sol --device gpu T), where it does not mean
+        # anything else; SUPPRESS keeps a value given before the command
+        if "--device" not in command._option_string_actions:
+            command.add_argument(
+                "--device", type=engine_choice, default=argparse.SUPPRESS, metavar="{auto,cpu,gpu}", help=_DEVICE_HELP
+            )
     return p
+
+
+_DEVICE_HELP = "the engine: where analyses run (default: $GPUAN_DEVICE, else a GPU if there is one)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             select(args.device)
             with all_or_none():
                 return args.run(args) or 0
-        except (TraceError, EngineError) as e:
+        except (TraceError, UsageError) as e:
             print(f"gpuan: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:

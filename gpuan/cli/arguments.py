@@ -42,6 +42,17 @@ def between(low: int, high: int, why: str = "") -> Callable[[str], int]:
     return integer
 
 
+def engine_choice(text: str) -> str:
+    """Return `text` as an engine name (auto, cpu, gpu); a GPU model given here is pointed to ``--gpu``."""
+    from gpuan.engine import CHOICES
+
+    if text.lower() in CHOICES:
+        return text.lower()
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not an engine (choose from {', '.join(CHOICES)}); a GPU model is named with --gpu {text}"
+    )
+
+
 def nonempty(text: str) -> str:
     """Return `text` (a path or a name) if it is not empty: an empty one would silently mean the current
     directory or the default."""

@@ -27,7 +27,7 @@ def run(args) -> int:
     out = Path(args.output) if args.output else parquet.cache_path(source)
     if out.exists() and out.samefile(source):
         raise TraceError(out, "is the trace itself; name another output file")
-    from gpuan.outputs import announce
+    from gpuan.outputs.files import announce
 
     parquet.write(trace, out, source=source if source.is_file() else None)
     announce(out, f"{trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB")

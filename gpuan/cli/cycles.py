@@ -62,7 +62,7 @@ def show(
     from gpuan.cycles.csvfile import render
     from gpuan.cycles.patterns import llm_phases
     from gpuan.errors import TraceError
-    from gpuan.outputs import write_text
+    from gpuan.outputs.files import write_text
 
     trace = load_trace(path)
     found = detect(trace, kind, split=split, ops=ops)

@@ -22,8 +22,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from gpuan.cli import cycles, info
     from gpuan.engine import current
-    from gpuan.outputs import make_dir
-    from gpuan.synth import sample_trace_path
+    from gpuan.outputs.files import make_dir
+    from gpuan.synth.kineto import sample_trace_path
     from gpuan.trace.load import load
 
     directory = Path(args.dir) if args.dir else Path(tempfile.gettempdir()) / "gpuan-demo"

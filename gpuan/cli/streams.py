@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from gpuan.cli.loading import load_trace
-    from gpuan.outputs import write_text
+    from gpuan.outputs.files import write_text
     from gpuan.streams import check, predict
     from gpuan.streams.chrome import chrome_json
     from gpuan.streams.simulate import is_compiled

@@ -11,7 +11,7 @@ MAX_POINTS = 500_000  # points of one scatter or 3-D view: WebGL fails beyond th
 
 
 def add_parser(sub) -> None:
-    from gpuan.outputs import TABLE_FORMATS
+    from gpuan.outputs.files import TABLE_FORMATS
     from gpuan.trace.tensorlog import FORMATS
 
     p = sub.add_parser(

@@ -20,7 +20,7 @@ import pandas as pd
 from gpuan.cycles import lcs
 from gpuan.cycles.csvfile import CycleTable
 from gpuan.cycles.signature import signature
-from gpuan.outputs import replace_atomic, write_text
+from gpuan.outputs.files import replace_atomic, write_text
 
 COLUMNS = (
     "base_kernel", "base_avg", "base_min", "base_max", "base_std",

@@ -15,11 +15,13 @@ from types import ModuleType
 import numpy as np
 import pyarrow as pa
 
+from gpuan.errors import UsageError
+
 CHOICES = ("auto", "cpu", "gpu")
 
 
-class EngineError(RuntimeError):
-    """The requested engine cannot run here (e.g. ``--device gpu`` without a GPU)."""
+class EngineError(UsageError):
+    """The requested engine cannot run here (e.g. ``--device gpu`` without a GPU), or is not one."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,24 @@ def select(choice: str | None) -> Engine:
     return current()
 
 
+def resolve(engine: Engine | str | None) -> Engine:
+    """Return the engine an analysis runs on: `engine` itself, the one named ("auto", "cpu", "gpu"), or,
+    for None, the one in force (:func:`current`)."""
+    if isinstance(engine, Engine):
+        return engine
+    if engine is None:
+        return current()
+    if engine not in CHOICES:
+        raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(CHOICES)}")
+    if engine == "cpu":
+        return CPU
+    if gpu_available():
+        return _gpu_engine()
+    if engine == "gpu":
+        raise EngineError("engine 'gpu': no GPU here (CuPy is not installed or sees no CUDA device)")
+    return CPU
+
+
 def current() -> Engine:
     """Return the engine in force (see the module docstring for the order of choice)."""
     choice = _selected or os.environ.get("GPUAN_DEVICE", "auto").lower()
@@ -106,12 +126,3 @@ def current() -> Engine:
     if choice == "gpu":
         raise EngineError("--device gpu: no GPU here (CuPy is not installed or sees no CUDA device)")
     return CPU
-
-
-def to_cudf(table: pa.Table):
-    """Return the table as a cuDF DataFrame where RAPIDS is installed, else None."""
-    try:
-        import cudf
-    except ImportError:
-        return None
-    return cudf.DataFrame.from_arrow(table)

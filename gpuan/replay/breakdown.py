@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuan.arrays import sorted_unique
 from gpuan.engine import CPU
-from gpuan.engine.unique import sorted_unique
 from gpuan.trace.table import Trace
 
 BREAKDOWN = np.dtype(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpuan.outputs import TABLE_FORMATS, write_frames, write_text
+from gpuan.outputs.files import TABLE_FORMATS, write_frames, write_text
 from gpuan.replay.breakdown import CATEGORIES
 from gpuan.replay.run import Replayed
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuan.errors import TraceError
-from gpuan.outputs import make_dir, write_text
+from gpuan.outputs.files import make_dir, write_text
 from gpuan.sol.roofs import CPU, ceilings_path, read_ceilings
 
 #: CPU sizes: a copy well beyond the last-level cache, a product long enough to time

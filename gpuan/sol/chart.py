@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuan.outputs import replace_atomic
+from gpuan.outputs.files import replace_atomic
 from gpuan.sol.report import efficiency_text, frame
 from gpuan.sol.score import Scored
 

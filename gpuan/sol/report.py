@@ -13,7 +13,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from gpuan.errors import TraceError
-from gpuan.outputs import replace_atomic
+from gpuan.outputs.files import replace_atomic
 from gpuan.sol.score import Scored
 from gpuan.trace.schema import UNNAMED
 

@@ -53,7 +53,7 @@ import numpy as np
 from numba import njit
 
 from gpuan.devices import GPU
-from gpuan.engine.jit import compiled_on_disk
+from gpuan.jit_cache import compiled_on_disk
 from gpuan.streams.occupancy import WARP, block_needs, fit, sm_capacity
 from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, Workload
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpuan.outputs import size_text, write_frames, write_text
+from gpuan.outputs.files import size_text, write_frames, write_text
 from gpuan.tensors import Analysis
 from gpuan.tensors.tables import file_share_for
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gpuan.arrays import sorted_unique
 from gpuan.engine import Engine, current
-from gpuan.engine.unique import sorted_unique
 from gpuan.tensors.join import expert_slices, interval_of
-from gpuan.tensors.names import layer_of
 from gpuan.trace.gguf_map import ModelMap, units
+from gpuan.trace.gguf_names import layer_of
 from gpuan.trace.schema import UNNAMED
 from gpuan.trace.tensorlog import TensorLog, entries, windows
 from gpuan.trace.tensorlog.columns import accesses

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gpuan.engine.unique import sorted_unique
-from gpuan.tensors.names import component_of, layer_of
+from gpuan.arrays import sorted_unique
 from gpuan.tensors.scan import NEVER, Scanned
+from gpuan.trace.gguf_names import component_of, layer_of
 
 
 def _rel(ts: np.ndarray, t0: int) -> np.ndarray:

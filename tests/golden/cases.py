@@ -25,7 +25,7 @@ STORIES = "{data}/gguf/stories260K.gguf"
 
 # a tensor log against the real stories260K model, made by gpuan's generator (seeded, so the same bytes)
 _TENSOR_LOG = (
-    "from gpuan.synth_tensors import write_log; from gpuan.trace.gguf_map import read_gguf; "
+    "from gpuan.synth.tensors import write_log; from gpuan.trace.gguf_map import read_gguf; "
     "import sys; write_log(sys.argv[2], read_gguf(sys.argv[1]), fmt=sys.argv[3], tokens=16)"
 )
 

@@ -13,7 +13,7 @@ from gpuan.trace.table import Trace
 def scanner_is_compiled() -> bool:
     """Return whether numba's on-disk cache already holds the compiled scanner (else the first read
     compiles it, which takes tens of seconds). Best effort: True when it cannot tell."""
-    from gpuan.engine.jit import compiled_on_disk
+    from gpuan.jit_cache import compiled_on_disk
     from gpuan.trace.kineto import scanner
 
     return compiled_on_disk(scanner.scan)

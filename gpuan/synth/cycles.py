@@ -340,7 +340,7 @@ def llm_kernel_trace(
         "correlation": int_column(np.arange(1, n + 1, dtype=np.int64), None, pa.int64()),
     }
     metadata = {
-        "source": "gpuan.synth_cycles",
+        "source": "gpuan.synth.cycles",
         "format": "synthetic",
         "base_time_ns": 0,
         "device_properties": [dict(DEVICE_PROPERTIES)],

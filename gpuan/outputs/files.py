@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuan.errors import TraceError
+from gpuan.outputs.numbers import size_text
 
 
 @dataclass
@@ -76,14 +77,6 @@ def _contents(path: Path) -> str:
 
 def _rows(n: int) -> str:
     return f"{n:,} row{'s' * (n != 1)}"
-
-
-def size_text(nbytes: float) -> str:
-    """Return a size in bytes as text in decimal units: ``512 bytes``, ``7.68 kB``, ``186.96 MB``, ``1.20 GB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(nbytes) >= scale:
-            return f"{nbytes / scale:,.2f} {unit}"
-    return f"{nbytes:,.0f} bytes"
 
 
 def _remove(path: Path) -> None:

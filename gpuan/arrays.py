@@ -1,4 +1,4 @@
-"""Distinct values of large integer columns."""
+"""Array helpers shared by analyses: distinct values of large integer columns."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ def names_table(model: ModelMap, tpl: Template) -> pd.DataFrame:
     """Return the tensor name table an instrumented run would dump: weights (mapped file pointers, absolute
     offsets) then intermediates (compute-buffer pointers, no offset)."""
     t = model.tensors
-    from gpuan.tensors.names import layer_of
+    from gpuan.trace.gguf_names import layer_of
 
     rows = [
         (i, n, WEIGHT_BASE + int(o), int(o), int(b), layer_of(n))

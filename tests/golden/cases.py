@@ -65,7 +65,7 @@ CASES: dict[str, list[list[str]]] = {
     ],  # fmt: skip
     "streams_qwen_json": [["streams", QWEN, "--streams", "4", "--format", "json"]],
     "streams_alexnet_h100_depth": [
-        ["streams", ALEXNET, "--streams", "2", "--device", "H100", "--launch-order", "depth", "--stream", "7"]
+        ["streams", ALEXNET, "--streams", "2", "--gpu", "H100", "--launch-order", "depth", "--stream", "7"]
     ],
     # sol
     "sol_pt19": [["sol", PT19, "--top", "5", "-o", "{out}/ops.csv", "--html", "{out}/roofline.html"]],

@@ -28,12 +28,14 @@ def child(run_dir: str, exchange_records: int) -> None:
     """Inside mpiexec: replay, then time the typed-vs-pickled exchange; process 0 prints one JSON line."""
     import numpy as np
 
-    from gpuan.replay import replay
+    from gpuan.replay import analyse
     from gpuan.replay.comms import CALL
     from gpuan.replay.procs import procs
+    from gpuan.trace.ranks import load_run
 
     me = procs()
-    r = replay(run_dir, procs=me)
+    # every process lists the run itself: reading a few Parquet footers costs next to nothing
+    r = analyse(load_run(run_dir), procs=me)
     recs = np.zeros(exchange_records, CALL)
     recs["enter"] = np.arange(exchange_records)
     dest = np.arange(exchange_records) % me.size
@@ -50,8 +52,8 @@ def child(run_dir: str, exchange_records: int) -> None:
         pickled = time.perf_counter() - t
     times = me.allgather_small({"typed": typed, "pickled": pickled})
     if me.is_root:
-        tables = {k: v.to_json(orient="records") for k, v in r.tables.items()}
-        print(json.dumps({"timings": r.timings, "exchange": times, "tables": tables}))
+        tables = {name: frame.to_json(orient="records") for name, frame in r.to_pandas().items()}
+        print(json.dumps({"timings": r.summary["timings"], "exchange": times, "tables": tables}))
 
 
 def _run_child(n: int | None, run_dir: Path, records: int) -> tuple[dict, float]:

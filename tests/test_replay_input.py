@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from gpuan.errors import TraceError
-from gpuan.replay.deal import sources
 from gpuan.trace import parquet
 from gpuan.trace.load import load
 from gpuan.trace.otf2 import _library_messages, read_otf2
+from gpuan.trace.ranks import load_run
 
 MPIEXEC = shutil.which("mpiexec")
 needs_mpiexec = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test command installs mpich from PyPI)")
@@ -61,14 +61,14 @@ def mixed_dir(tmp_path: Path, data_dir: Path) -> Path:
 def test_mixed_formats_are_found_from_the_listing(tmp_path, data_dir):
     d = mixed_dir(tmp_path, data_dir)
     with pytest.raises(TraceError, match="mixes trace formats") as e:
-        sources(d)
+        load_run(d)
     assert e.value.path == str(d)
     with pytest.raises(TraceError, match="mixes trace formats"):
         load(d)  # what info, convert and cycles read: the same check
     # a Parquet file converted from a Kineto trace is a Kineto rank: its clock is Kineto's
     (d / "rank1.csv").unlink()
     parquet.write(load(data_dir / GLOO / "rank1.json.gz"), d / "rank1.parquet")
-    assert [(s.rank, s.path.name) for s in sources(d)] == [(0, "rank0.json.gz"), (1, "rank1.parquet")]
+    assert [(s.rank, s.path.name) for s in load_run(d)] == [(0, "rank0.json.gz"), (1, "rank1.parquet")]
 
 
 def bad_run(kind: str, tmp_path: Path, data_dir: Path) -> tuple[Path, Path, str]:

@@ -11,11 +11,17 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from gpuan.replay import replay
+from gpuan.replay import analyse
+from gpuan.trace.ranks import load_run
 
 GLOO = "kineto/cpu_ddp_gloo_4rank_slow_rank1_step2"
 PING_PONG = "otf2/ping_pong_2rank"
 DLRM = "kineto/dlrm_8rank_nccl"
+
+
+def replay(run) -> dict:
+    """The replay's tables of `run`, as pandas DataFrames by name."""
+    return analyse(load_run(run)).to_pandas()
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +46,17 @@ def _raw_gloo(run_dir):
 
 
 def test_gloo_rank1_is_the_straggler_of_step_2(gloo, data_dir):
-    s = gloo.tables["stragglers"]
+    s = gloo["stragglers"]
     worst = s.iloc[0]
     assert (worst["step"], worst["rank"]) == (2, 1)
     # no other step shows a comparable culprit
     assert worst["caused_total"] > 3 * s["caused_total"].iloc[1]
-    c = gloo.tables["collectives"]
+    c = gloo["collectives"]
     step2 = c[(c["step"] == 2) & (c["op"] == "all_reduce")]
     assert len(step2) == 4
     big = step2[step2["total_wait"] > 20e6]
     assert len(big) >= 2 and (big["late_rank"] == 1).all()
-    w = gloo.tables["collective_waits"]
+    w = gloo["collective_waits"]
     others = w[w["seq"].isin(big["seq"]) & (w["rank"] != 1)]
     # the others wait tens of ms there
     assert others["wait"].between(10e6, 100e6).all()
@@ -60,8 +66,8 @@ def test_gloo_matches_an_independent_pass_over_the_json(gloo, data_dir):
     raw = _raw_gloo(data_dir / GLOO)
     n = {len(calls) for calls, _ in raw.values()}
     assert n == {23}
-    c = gloo.tables["collectives"].sort_values("seq")
-    w = gloo.tables["collective_waits"]
+    c = gloo["collectives"].sort_values("seq")
+    w = gloo["collective_waits"]
     for k in range(23):
         enters = {r: raw[r][0][k][0] for r in raw}
         leaves = {r: raw[r][0][k][1] for r in raw}
@@ -84,7 +90,7 @@ def test_gloo_matches_an_independent_pass_over_the_json(gloo, data_dir):
 
 
 def test_gloo_breakdown_adds_up(gloo):
-    b = gloo.tables["breakdown"]
+    b = gloo["breakdown"]
     assert (b["compute"] + b["wait"] + b["communication"] + b["idle"] == b["span"]).all()
     # the held-back rank idles most and waits least
     assert b.loc[b["idle"].idxmax(), "rank"] == 1
@@ -116,7 +122,7 @@ def _raw_ping_pong(path):
 
 def test_ping_pong_late_sender_and_receiver(data_dir):
     calls = _raw_ping_pong(data_dir / PING_PONG)
-    got = replay(data_dir / PING_PONG).tables
+    got = replay(data_dir / PING_PONG)
     p = got["p2p"]
     # pair the k-th send s→d with tag t with the k-th receive on d from s with tag t
     sends, recvs = defaultdict(list), defaultdict(list)
@@ -161,7 +167,7 @@ def _union(intervals) -> int:
 
 def test_ping_pong_setup_is_not_communication(data_dir):
     calls = _raw_ping_pong(data_dir / PING_PONG)
-    b = replay(data_dir / PING_PONG).tables["breakdown"].set_index("rank")
+    b = replay(data_dir / PING_PONG)["breakdown"].set_index("rank")
     # a region nests nothing else of MPI here: each is counted whole in one category
     init = {c[0]: c[2] - c[1] for c in calls["MPI_Init"]}
     assert init[0] > 0.9 * b.loc[0, "span"]  # MPI_Init's 193 ms is most of rank 0's span
@@ -185,12 +191,12 @@ def test_gloo_ranges_are_communication(data_dir, tmp_path):
     spans = [(round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in ranges]
     assert len(spans) == 10 and len({e["tid"] for e in ranges}) == 2
     r = replay(tmp_path)
-    b = r.tables["breakdown"].iloc[0]
+    b = r["breakdown"].iloc[0]
     assert b["rank"] == 34
     assert b["communication"] == _union(spans)  # nothing else runs under them
     assert b["span"] >= max(e for _, e in spans) - min(s for s, _ in spans)
     assert b["communication"] > 0.8 * b["span"]
-    c = r.tables["collectives"]
+    c = r["collectives"]
     assert (c["op"] == "all_reduce").all() and len(c) == 10
     sizes = sorted(e["args"]["Input Dims"][0][0] * 4 for e in ranges)  # float
     assert sorted(c["nbytes"]) == sizes
@@ -216,7 +222,7 @@ def test_dlrm_all_to_all_has_its_type_and_bytes(data_dir):
         kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")]
         assert len(ops) == len(kernels) == 8 and sum("SendRecv" in k["name"] for k in kernels) == 5
         expect[doc["distributedInfo"]["rank"]] = [(op, n) for _, op, n in ops]
-    t = replay(data_dir / DLRM).tables
+    t = replay(data_dir / DLRM)
     w = t["collective_waits"].sort_values(["rank", "seq"])
     for r, calls in expect.items():
         mine = w[w["rank"] == r]

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuan.replay import replay
+from gpuan.replay import analyse
 from gpuan.replay.breakdown import breakdown
 from gpuan.replay.collectives import match
 from gpuan.replay.comms import CALL, OP, op_name
 from gpuan.replay.deal import deal
 from gpuan.synth.ranks import plan, write_run
+from gpuan.trace.ranks import load_run
 
 
 @pytest.mark.parametrize(
@@ -88,9 +89,9 @@ def test_deal():
 
 def test_synthetic_straggler(tmp_path):
     write_run(plan(4, 6, 2000, stragglers=((4, 2, 40_000_000),), seed=1), tmp_path)
-    r = replay(tmp_path)
-    s = r.tables["stragglers"].iloc[0]
+    r = analyse(load_run(tmp_path)).to_pandas()
+    s = r["stragglers"].iloc[0]
     assert (s["step"], s["rank"]) == (4, 2)
-    c = r.tables["collectives"]
+    c = r["collectives"]
     first = c[c["step"] == 4].iloc[0]
     assert first["late_rank"] == 2 and first["skew"] >= 40_000_000 - 3_000_000

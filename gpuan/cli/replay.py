@@ -3,15 +3,14 @@ per-rank traces of a run; under ``mpirun -np P`` the ranks are shared among P pr
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
 from gpuan.cli.arguments import count, nonempty
 
 
 def add_parser(sub) -> None:
-    from gpuan.replay.deal import DEALS
-    from gpuan.replay.report import FORMATS
-    from gpuan.replay.run import ANALYSES
+    from gpuan.outputs.replay import FORMATS
+    from gpuan.replay import ANALYSES, DEALS
 
     p = sub.add_parser(
         "replay", help="cross-rank analysis of a run's per-rank traces (runs under mpirun too)",
@@ -38,41 +37,62 @@ def run(args) -> int:
     """Run the replay on this process; returns the exit code. Process 0 reports; under MPI the others
     stop on bad input with exit code 2 and say nothing, so the one error line is printed once."""
     from gpuan.cli import EXIT_BAD_INPUT
-    from gpuan.errors import TraceError
+    from gpuan.errors import TraceError, UsageError
     from gpuan.replay.procs import procs as default_procs
 
     procs = default_procs()
     try:
         return _run(args, procs)
-    except TraceError:
-        # replay() raises the same error on every process (they agree on it before stopping)
+    except (TraceError, UsageError):
+        # every process meets the same error (they agree on a bad file before stopping)
         if procs.is_root:
             raise
         return EXIT_BAD_INPUT
 
 
 def _run(args, procs) -> int:
-    """Replay, and on process 0 print and write the results; returns the exit code."""
-    from gpuan.errors import TraceError
-    from gpuan.replay.report import summary, write_html, write_tables
-    from gpuan.replay.run import ANALYSES, replay
+    """Load the run's sources, replay, and on process 0 print and write the results; returns the exit code."""
+    from gpuan.outputs import replay as output
+    from gpuan.replay import analyse
 
+    sources = _load_sources(args.run_dir, procs)
     analyses = tuple(a.strip() for a in args.analysis.split(",") if a.strip())
-    unknown = sorted(set(analyses) - set(ANALYSES))
-    if unknown:
-        raise TraceError(args.analysis, f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
-    result = replay(args.run_dir, procs=procs, analyses=analyses, deal_by=args.deal, align_clocks=args.align_clocks)
+    result = analyse(sources, analyses=analyses, deal=args.deal, align_clocks=args.align_clocks, procs=procs)
     if result is None:  # not process 0: it only helped
         return 0
     if args.output:
-        write_tables(result, args.output, args.table_format)
+        output.write_tables(result, args.output, args.table_format)
     if args.html:
-        write_html(result, args.html)
-    if args.format == "json":
-        out = {name: json.loads(df.to_json(orient="records")) for name, df in result.tables.items()}
-        out["clock_offsets_ns"] = result.offsets.tolist()
-        out["last_to_finish"] = {"rank": result.finish[0], "end_ns": result.finish[1]}
-        print(json.dumps(out, indent=1))
-    else:
-        print(summary(result, args.top))
+        output.write_html(result, args.html)
+    print(output.json_text(result) if args.format == "json" else output.text(result, args.top))
     return 0
+
+
+def _load_sources(run_dir: str, procs):
+    """Return the run's per-rank sources (:func:`gpuan.trace.ranks.load_run`), the processes sharing the
+    work of finding the files' own ranks; raises the same TraceError on every process when any of them
+    cannot list the run, so that none is left waiting in the replay's exchanges."""
+    from gpuan.errors import TraceError
+    from gpuan.trace.ranks import load_run
+
+    sources, error = None, None
+    try:
+        sources = load_run(run_dir, _shared_own_ranks(procs))
+    except TraceError as e:
+        error = e
+    procs.raise_together(error)
+    return sources
+
+
+def _shared_own_ranks(procs):
+    """Return a finder of files' own ranks that shares the work among the replay processes: process p
+    looks at files p, p + P, ... of the listing, and every process gets every answer."""
+    from gpuan.trace.ranks import own_rank
+
+    def find(files: list[Path]) -> list[int | None]:
+        found: dict[int, int | None] = {}
+        for part in procs.allgather_small({i: own_rank(files[i]) for i in range(procs.rank, len(files), procs.size)}):
+            found.update(part)
+        return [found[i] for i in range(len(files))]
+
+    return find

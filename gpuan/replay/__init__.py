@@ -1,12 +1,17 @@
 """Distributed replay of per-rank traces: collective and point-to-point wait states, stragglers, time
 breakdown and communication matrix, as one process or as an MPI job (``mpirun -np P gpuan replay``).
 
+``analyse(load_run(path))`` (:func:`gpuan.trace.ranks.load_run`) returns a Result with the tables
+``collectives``, ``collective_waits``, ``p2p``, ``wait_totals``, ``stragglers``, ``breakdown``,
+``comm_matrix`` (those of the analyses chosen) and ``clock_offsets``.
+
 Data flows one way: :mod:`deal` shares the ranks' sources among the processes, :mod:`comms` turns each
 rank's events into communication records, :mod:`collectives` and :mod:`p2p` find the wait states (with
 :mod:`fetch` for other ranks' records), :mod:`breakdown` splits each rank's time, and :mod:`tables`
-builds the outputs on process 0. :mod:`run` ties them together.
+builds the tables on process 0. :mod:`job` ties them together.
 """
 
-from gpuan.replay.run import ANALYSES, Replayed, replay
+from gpuan.replay.deal import DEALS
+from gpuan.replay.job import ANALYSES, analyse
 
-__all__ = ["ANALYSES", "Replayed", "replay"]
+__all__ = ["ANALYSES", "DEALS", "analyse"]

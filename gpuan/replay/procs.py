@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 
 # what MPI launchers put in the environment of the processes they start
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
@@ -116,6 +116,15 @@ class Procs:
         """Return every process's `obj` (small metadata: names, sizes; never event records)."""
         return [obj] if self.comm is None else self.comm.allgather(obj)
 
+    def raise_together(self, error: TraceError | None, at: int = -1) -> None:
+        """Return when no process met an error; else raise on every process the same TraceError: the one
+        met at the lowest `at` (a rank; -1 before any), so that which one does not depend on the number
+        of processes. A process that stopped alone would leave the others waiting in the next exchange."""
+        problem = None if error is None else (at, error.path, error.problem)
+        problems = [p for p in self.allgather_small(problem) if p]
+        if problems:
+            raise TraceError(*min(problems)[1:])
+
 
 def _bytes(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint8) if a.size else np.empty(0, np.uint8)
@@ -130,7 +139,7 @@ def under_mpi_launcher() -> bool:
     forced = os.environ.get("GPUAN_MPI")
     if forced is not None:
         if forced.strip() not in ("0", "1"):
-            raise TraceError("GPUAN_MPI", f"must be 0 or 1, not {forced!r}")
+            raise UsageError(f"GPUAN_MPI must be 0 or 1, not {forced!r}")
         return forced.strip() == "1"
     return any(v in os.environ for v in _LAUNCHER_VARS)
 

@@ -5,17 +5,19 @@ Parquet file recorded, the one MPI rank of an Nsight Systems export or OTF2 arch
 its name (``rank3``, ``_r12``, ``-r5``), else its place in the listing. The listing is in natural order
 (numbers in names compared as numbers: ``worker9`` before ``worker10``). Two files with one rank are an
 error naming both. Finding a file's own rank reads no events (see :mod:`gpuan.trace.kineto.peek`), so a
-replay can deal the ranks to its processes before any of them reads one.
+replay can list a run (:func:`load_run`) and deal its ranks to its processes before any of them reads one.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuan.errors import TraceError
+from gpuan.trace.inputs import RankSource, RunSources
 from gpuan.trace.load import file_format, sniff
 from gpuan.trace.nsys import nsys_rank
 from gpuan.trace.otf2 import anchor_of, otf2_ranks
@@ -126,3 +128,35 @@ def ranked_files(directory: Path, find_own: OwnRanks = own_ranks) -> list[Ranked
                 directory, f"two files hold rank {a.rank}: {a.path.name} ({a.how}) and {b.path.name} ({b.how})"
             )
     return ranked
+
+
+def load_run(run: str | os.PathLike, find_own: OwnRanks = own_ranks) -> RunSources:
+    """Return the per-rank sources of a run directory (or OTF2 archive), ordered by rank, reading no
+    events: each source's :meth:`~gpuan.trace.inputs.RankSource.load` reads its rank later.
+
+    A file's rank follows the rule of every command (:func:`ranked_files`); `find_own` finds the files'
+    own ranks (a replay shares that work among its processes). Raises TraceError naming the run (or the
+    file) when it cannot be listed."""
+    path = Path(run)
+    anchor = anchor_of(path)
+    if anchor is not None:
+        sizes = _otf2_sizes(anchor)
+        ranks = otf2_ranks(anchor)
+        if not ranks:
+            raise TraceError(anchor, "OTF2 archive without ranks (no location groups)")
+        return RunSources(str(run), tuple(RankSource(r, anchor, sizes.get(r, 0), otf2=True) for r in ranks))
+    if not path.is_dir():
+        raise TraceError(path, "not a run directory (expected a directory of per-rank traces or an OTF2 archive)")
+    files = ranked_files(path, find_own)
+    return RunSources(str(run), tuple(RankSource(f.rank, f.path, f.path.stat().st_size) for f in files))
+
+
+def _otf2_sizes(anchor: Path) -> dict[int, int]:
+    # Score-P writes one <location>.evt per location; with one location per rank its number is the rank
+    d = anchor.with_suffix("")
+    sizes = {}
+    if d.is_dir():
+        for f in d.glob("*.evt"):
+            if f.stem.isdigit():
+                sizes[int(f.stem)] = f.stat().st_size
+    return sizes

@@ -1,0 +1,240 @@
+"""The replay job: deal the ranks, read, extract, exchange, analyse, gather on process 0.
+
+Every process runs :func:`analyse` with the same arguments; each loads only the ranks dealt to it, and
+the cross-rank work is bulk exchanges of typed records (:mod:`procs`). The result, on process 0, does
+not depend on the number of processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from gpuan.engine import Engine, resolve
+from gpuan.errors import TraceError, UsageError
+from gpuan.replay.breakdown import BREAKDOWN, RankTime, breakdown, rank_time
+from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of
+from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
+from gpuan.replay.deal import owners
+from gpuan.replay.p2p import late_states
+from gpuan.replay.procs import Procs
+from gpuan.replay.procs import procs as default_procs
+from gpuan.replay.tables import frames
+from gpuan.result import Result
+from gpuan.trace.inputs import RunSources
+from gpuan.trace.table import Trace
+
+ANALYSES = ("waits", "stragglers", "breakdown", "comm-matrix")
+
+
+@dataclass
+class _OwnRanks:
+    """What this process extracted from the ranks dealt to it, on the run's common clock: each rank's
+    communication calls (:data:`~gpuan.replay.comms.CALL` records) and intervals of time."""
+
+    calls: dict[int, np.ndarray] = field(default_factory=dict)
+    times: dict[int, RankTime] = field(default_factory=dict)
+    pg_names: dict[int, str] = field(default_factory=dict)  # process group id → name, of every process
+    events: int = 0
+
+    def shift(self, rank: int, delta: int) -> None:
+        """Move a rank's calls and intervals `delta` ns later."""
+        calls = self.calls[rank]
+        calls["enter"] += delta
+        calls["leave"] += delta
+        self.times[rank] = self.times[rank].shifted(delta)
+
+
+@dataclass
+class _Waits:
+    """The wait states this process found: the waits in the collectives it matched (and those
+    collectives), the waits of its own ranks' collective calls (sent home from the matching processes),
+    the point-to-point messages its ranks received and their sends' Late Receiver waits; and its call
+    records as they were before any clock alignment (what the tables report as enter and leave)."""
+
+    calls: np.ndarray
+    matched_waits: np.ndarray
+    collectives: np.ndarray
+    rank_waits: np.ndarray
+    messages: np.ndarray
+    send_waits: np.ndarray
+    offsets: np.ndarray
+    fetch_rounds: int
+
+
+def analyse(
+    sources: RunSources,
+    *,
+    engine: Engine | str | None = None,
+    analyses: tuple[str, ...] = ANALYSES,
+    deal: str = "round-robin",
+    align_clocks: bool = False,
+    procs: Procs | None = None,
+) -> Result | None:
+    """Replay the per-rank sources of a run (:func:`gpuan.trace.ranks.load_run`) and return, on process 0,
+    the Result of the `analyses` (None on the other processes, which only helped).
+
+    `deal` shares the ranks among the processes ("round-robin" or "size"); `align_clocks` applies the
+    clock offsets estimated from collective completion before matching; `procs` are the replay processes
+    (default: MPI's when under an MPI launcher, else this one). The replay runs on the CPU whatever the
+    `engine` (its work is sorting and exchanging records); the engine is only checked. Raises TraceError,
+    the same on every process, when a rank cannot be read; UsageError for an unknown analysis or deal."""
+    resolve(engine)
+    unknown = sorted(set(analyses) - set(ANALYSES))
+    if unknown:
+        raise UsageError(f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
+    procs = procs or default_procs()
+    clock: dict[str, float] = {}
+    start = time.perf_counter()
+    with _timed(clock, "read"):
+        owner = owners(sources, procs.size, deal)
+        traces = _read_own(sources, owner, procs)
+    with _timed(clock, "extract"):
+        own = _extract(traces, len(sources), procs)
+    del traces  # the events are no longer needed: only the records extracted from them
+    found = _find_waits(own, owner, procs, align_clocks, clock)
+    with _timed(clock, "analyse"):
+        breakdowns = _breakdowns(own, found)
+    with _timed(clock, "exchange"):
+        last_rank, last_end = _last_to_finish(own.times, procs)
+        gathered = {
+            "calls": procs.gatherv(found.calls),
+            "waits": procs.gatherv(found.matched_waits),
+            "collectives": procs.gatherv(found.collectives),
+            "messages": procs.gatherv(found.messages),
+            "breakdown": procs.gatherv(breakdowns),
+        }
+    clock["total"] = time.perf_counter() - start
+    clock["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    clock["fetch_rounds"] = found.fetch_rounds
+    clock["events"] = float(own.events)
+    timings = procs.allgather_small(clock)
+    if not procs.is_root:
+        return None
+    tables = frames(gathered, own.pg_names, analyses)
+    tables["clock_offsets"] = pd.DataFrame({"rank": np.arange(found.offsets.size), "offset_ns": found.offsets})
+    summary = {
+        "source": sources.path,
+        "ranks": sources.ranks,
+        "processes": procs.size,
+        "analyses": list(analyses),
+        "last_to_finish": {"rank": last_rank, "end_ns": last_end},
+        "clocks_aligned": align_clocks,
+        "timings": timings,
+    }
+    arrow = {name: pa.Table.from_pandas(frame, preserve_index=False) for name, frame in tables.items()}
+    return Result("replay", arrow, summary)
+
+
+@contextlib.contextmanager
+def _timed(clock: dict[str, float], phase: str) -> Iterator[None]:
+    """Add the seconds the block takes to ``clock[phase]`` (what the benchmark reports per process)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        clock[phase] = clock.get(phase, 0.0) + time.perf_counter() - started
+
+
+def _read_own(sources: RunSources, owner: np.ndarray, procs: Procs) -> dict[int, Trace]:
+    """Return the traces of the ranks dealt to this process, by rank. Raises the same TraceError on every
+    process when any process cannot read one of its ranks."""
+    traces: dict[int, Trace] = {}
+    error, at = None, -1
+    try:
+        for source in sources:
+            if owner[source.rank] == procs.rank:
+                at = source.rank
+                traces[source.rank] = source.load()
+    except TraceError as e:
+        error = e
+    # each process stops at its lowest bad rank: the lowest of those is what one process would meet
+    # first, so the error does not depend on the number of processes
+    procs.raise_together(error, at)
+    return traces
+
+
+def _extract(traces: dict[int, Trace], n_sources: int, procs: Procs) -> _OwnRanks:
+    """Return the communication calls and intervals of this process's ranks, shifted onto the clock of
+    the run's earliest rank; the process groups' names are those of every process."""
+    bases = [int(trace.metadata.get("base_time_ns", 0)) for trace in traces.values() if len(trace)]
+    base = int(procs.allreduce(np.array([min(bases) if bases else np.iinfo(np.int64).max]), "min")[0])
+    worlds = [int((t.metadata.get("distributed_info") or {}).get("world_size") or 0) for t in traces.values()]
+    world = int(procs.allreduce(np.array([max(worlds + [n_sources])]), "max")[0])
+    own = _OwnRanks(events=sum(len(trace) for trace in traces.values()))
+    for rank, trace in traces.items():
+        calls, names = comm_calls(trace, rank, world)
+        own.calls[rank] = calls
+        own.times[rank] = rank_time(trace, calls["row"])
+        own.pg_names.update(names)
+        if len(trace):
+            own.shift(rank, int(trace.metadata.get("base_time_ns", 0)) - base)
+    for names in procs.allgather_small(own.pg_names):
+        own.pg_names.update(names)
+    return own
+
+
+def _find_waits(own: _OwnRanks, owner: np.ndarray, procs: Procs, align_clocks: bool, clock: dict) -> _Waits:
+    """Return the wait states of this process's ranks: collectives matched by the process that owns each
+    (process group, sequence number), their waits sent home to the ranks' processes, and the
+    point-to-point messages; with `align_clocks`, `own` is first moved by the estimated clock offsets."""
+    with _timed(clock, "exchange"):
+        calls = _concat(own.calls)
+        collective_calls = calls[calls["kind"] == COLLECTIVE]
+        to_match = procs.alltoallv(
+            collective_calls, owner_of(collective_calls["pg"], collective_calls["seq"], procs.size)
+        )
+        # every process applies the offsets to its own ranks: the deviations go to everyone
+        offsets = clock_offsets(procs.allgatherv(leave_deviations(to_match)), len(owner))
+    with _timed(clock, "analyse"):
+        if align_clocks:
+            for rank in own.calls:
+                own.shift(rank, -int(offsets[rank]))
+        waits, collectives = match(to_match, offsets if align_clocks else None)
+    with _timed(clock, "exchange"):
+        rank_waits = procs.alltoallv(waits, owner[waits["rank"]])
+        messages, send_waits, fetcher = late_states(procs, owner, own.calls)
+    return _Waits(calls, waits, collectives, rank_waits, messages, send_waits, offsets, fetcher.rounds)
+
+
+def _breakdowns(own: _OwnRanks, found: _Waits) -> np.ndarray:
+    """Return the :data:`~gpuan.replay.breakdown.BREAKDOWN` record of each of this process's ranks."""
+    rows = []
+    for rank in sorted(own.calls):
+        calls = own.calls[rank]
+        waits = found.rank_waits[found.rank_waits["rank"] == rank]
+        by_row = np.argsort(calls["row"])
+        wait_enter = calls["enter"][by_row][np.searchsorted(calls["row"], waits["row"], sorter=by_row)]
+        received = found.messages[found.messages["dst"] == rank]
+        sent = found.send_waits[found.send_waits["rank"] == rank]
+        wait_leave = wait_enter + waits["wait"]
+        wait = (
+            np.concatenate((wait_enter, received["recv_enter"], sent["enter"])),
+            np.concatenate((wait_leave, received["recv_enter"] + received["late_sender"], sent["leave"])),
+        )
+        times = own.times[rank]
+        communication = (
+            np.concatenate((calls["enter"], times.other_comm[0])),
+            np.concatenate((calls["leave"], times.other_comm[1])),
+        )
+        rows.append(breakdown(rank, times.compute, wait, times.setup, communication, times.span))
+    return np.concatenate(rows) if rows else np.zeros(0, BREAKDOWN)
+
+
+def _last_to_finish(times: dict[int, RankTime], procs: Procs) -> tuple[int, int]:
+    """Return (the rank of the run that finished last, its end in ns); the lowest such rank on a tie."""
+    last = max(times, key=lambda rank: (times[rank].span[1], -rank), default=-1)
+    end, who = procs.maxloc(np.array([times[last].span[1] if last >= 0 else -1.0]), np.array([last]))
+    return int(who[0]), int(end[0])
+
+
+def _concat(calls: dict[int, np.ndarray]) -> np.ndarray:
+    """Return the call records of this process's ranks as one array, in the order of `calls`."""
+    return np.concatenate(list(calls.values())) if calls else np.zeros(0, CALL)

@@ -70,7 +70,7 @@ CASES: dict[str, list[list[str]]] = {
     # sol
     "sol_pt19": [["sol", PT19, "--top", "5", "-o", "{out}/ops.csv", "--html", "{out}/roofline.html"]],
     "sol_qwen_json": [["sol", QWEN, "--format", "json", "--top", "3"]],
-    "sol_alexnet_h100_xlsx": [["sol", ALEXNET, "--device", "H100", "--tf32", "-o", "{out}/ops.xlsx"]],
+    "sol_alexnet_h100_xlsx": [["sol", ALEXNET, "--gpu", "H100", "--tf32", "-o", "{out}/ops.xlsx"]],
     "sol_alexnet_parquet": [["sol", ALEXNET, "-o", "{out}/ops.parquet", "--top", "2"]],
     "sol_mi250": [["sol", f"{K}/mi250_minitoy_train_rocm.json.gz", "--top", "3"]],
     # tensors

@@ -80,7 +80,7 @@ CASES: dict[str, list[list[str]]] = {
     ],
     "tensors_stories_json": [
         ["python", "-c", _TENSOR_LOG, STORIES, "{out}/t.log", "op256"],
-        ["tensors", "{out}/t.log", "--gguf", STORIES, "--format", "op256", "--json"],
+        ["tensors", "{out}/t.log", "--gguf", STORIES, "--log-format", "op256", "--format", "json"],
     ],
     "tensors_stories_parquet": [
         ["python", "-c", _TENSOR_LOG, STORIES, "{out}/t.log", "packed64"],

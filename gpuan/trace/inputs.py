@@ -2,7 +2,8 @@
 (``analyse(inputs, ...)``) when the analysis reads lazily or reads several things.
 
 A replay's run is lazy: listing it (:func:`gpuan.trace.ranks.load_run`) reads names and metadata only,
-and each replay process then loads just the ranks dealt to it (:meth:`RankSource.load`).
+and each replay process then loads just the ranks dealt to it (:meth:`RankSource.load`). A tensor-access
+log is lazy too: :class:`TensorInputs` maps and decodes it one window at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from typing import TYPE_CHECKING
 from gpuan.trace.table import Trace
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
+
+    from gpuan.trace.gguf_map import ModelMap
+    from gpuan.trace.tensorlog.read import TensorLog
 
 
 @dataclass(frozen=True)
@@ -71,3 +76,49 @@ class CycleTable:
     rows: pd.DataFrame
     iterations: int = 0
     avg_cycle_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class TensorInputs:
+    """What a tensor-access analysis reads (:func:`gpuan.trace.tensor_inputs.load_tensor_inputs`): `log`
+    (the opened log; its entries stay on disk until :meth:`windows` maps them), `model` (the GGUF layout),
+    `units` (the tensors and expert slices accesses are joined to, sorted by offset: start, end, tensor,
+    expert), `layout_problems` (what is wrong with the model's layout, as sentences), `names` (the tensor
+    name table, or None) and `buffers` (buffer events, or None)."""
+
+    log: TensorLog
+    model: ModelMap
+    units: pd.DataFrame
+    layout_problems: tuple[str, ...]
+    names: pd.DataFrame | None = None
+    buffers: pd.DataFrame | None = None
+
+    def span(self) -> tuple[int, int]:
+        """Return the timestamps (ns) of the log's first and last used entries."""
+        from gpuan.trace.tensorlog.read import entries
+
+        first, last = entries(self.log, 0, 1), entries(self.log, self.log.entries - 1, self.log.entries)
+        return int(first["timestamp_ns"][0]), int(last["timestamp_ns"][0])
+
+    def token_hint(self) -> int:
+        """Return a first size for per-token arrays: one more than the larger token id of the first and last
+        entries. Only a hint: a corrupt last entry must not size those arrays before its window is checked
+        (:meth:`windows` refuses it), so ids beyond any token position are left out."""
+        from gpuan.trace.tensorlog.formats import TOKEN_LIMIT
+        from gpuan.trace.tensorlog.read import entries
+
+        ends = [entries(self.log, i, i + 1)["token_id"][0] for i in (0, self.log.entries - 1)]
+        return max([int(t) for t in ends if t < TOKEN_LIMIT], default=0) + 1
+
+    def windows(self, rows: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Yield (index of the window's first entry, its accesses as columns: see
+        :mod:`gpuan.trace.tensorlog.columns`) over the used entries, `rows` entries at a time. Each window is
+        its own memory mapping, checked, decoded and dropped before the next, so resident memory stays near
+        one window however big the log."""
+        from gpuan.trace.tensorlog.columns import accesses
+        from gpuan.trace.tensorlog.read import windows
+
+        for start, window in windows(self.log, rows):
+            columns = accesses(window, self.log.format)
+            del window
+            yield start, columns

@@ -1,18 +1,37 @@
 """``gpuan tensors LOG --gguf MODEL``: which parts of a model file an instrumented llama.cpp touched, per
-tensor, layer, component, expert and token, with the tables, an HTML report and the checks."""
+tensor, layer, component, expert and token, with the tables, an HTML report and the checks.
+
+Parse → load (:func:`gpuan.trace.tensor_inputs.load_tensor_inputs`) → :func:`gpuan.tensors.analyse` →
+emit (:mod:`gpuan.outputs.tensors`)."""
 
 from __future__ import annotations
 
-import json
+import argparse
 
 from gpuan.cli.arguments import between, count, nonempty
 
-MAX_POINTS = 500_000  # points of one scatter or 3-D view: WebGL fails beyond this
+OUTPUT_FORMATS = ("text", "json")
+MAX_POINTS = 500_000  # points of one scatter or 3-D view: WebGL fails beyond this (the parser stays light:
+# gpuan.outputs.tensors, which caps the 3-D view by the same limit, imports pandas and pyarrow)
+
+
+def _output_format(text: str) -> str:
+    """Return `text` as an output format; a log layout given here (the option's old meaning) is pointed to
+    ``--log-format``."""
+    from gpuan.trace.tensorlog.formats import FORMATS
+
+    if text in OUTPUT_FORMATS:
+        return text
+    if text in (*FORMATS, "auto"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a log layout: give it with --log-format {text} (--format is the output: text or json)"
+        )
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(OUTPUT_FORMATS)})")
 
 
 def add_parser(sub) -> None:
     from gpuan.outputs.files import TABLE_FORMATS
-    from gpuan.trace.tensorlog import FORMATS
+    from gpuan.trace.tensorlog.formats import FORMATS
 
     p = sub.add_parser(
         "tensors",
@@ -26,11 +45,17 @@ def add_parser(sub) -> None:
     p.add_argument("--names", metavar="TABLE.csv", help="tensor name table (tensor_idx,tensor_name,data_ptr,...)")
     p.add_argument("--buffers", metavar="EVENTS.jsonl", help="buffer alloc/dealloc events (JSON lines)")
     p.add_argument(
-        "--format",
-        dest="log_format",
+        "--log-format",
         choices=(*FORMATS, "auto"),
         default="auto",
         help="log entry layout (default: auto, by plausibility of the fields)",
+    )
+    p.add_argument(
+        "--format",
+        type=_output_format,
+        default="text",
+        metavar="{text,json}",
+        help="what to print: the text report (default) or the summary numbers and checks as JSON",
     )
     p.add_argument("-o", "--output", type=nonempty, metavar="OUTDIR", help="directory for the tables (and report.html)")
     p.add_argument("--table-format", choices=TABLE_FORMATS, default="csv", help="format of the tables (default: csv)")
@@ -44,7 +69,6 @@ def add_parser(sub) -> None:
         help=f"accesses sampled for the scatter and 3-D views (1 to {MAX_POINTS:,}; default 200,000)",
     )
     p.add_argument("--top", type=count, default=10, help="hottest tensors to list (default: 10; 0: none)")
-    p.add_argument("--json", action="store_true", help="print the summary numbers and checks as JSON")
     p.add_argument(
         "--c-header", action="store_true", help="print the path of gpuan_tensor_log.h (the C/C++ log writer) and exit"
     )
@@ -52,7 +76,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from gpuan.errors import TraceError
+    from gpuan.errors import UsageError
 
     if args.c_header:
         from gpuan.trace.tensorlog import c_header_path
@@ -60,33 +84,17 @@ def run(args) -> int:
         print(c_header_path())
         return 0
     if not args.log or not args.gguf:
-        raise TraceError(args.log or "LOG", "gpuan tensors needs a log and --gguf MODEL.gguf")
-    from gpuan.tensors import Options, analyze
-    from gpuan.tensors.report import never_touched, summary, write_html, write_tables
+        raise UsageError("gpuan tensors needs a log and --gguf MODEL.gguf")
+    from gpuan.outputs import tensors as emit
+    from gpuan.tensors import analyse
+    from gpuan.trace.tensor_inputs import load_tensor_inputs
 
-    options = Options(max_points=args.max_points)
-    a = analyze(args.log, args.gguf, names=args.names, buffers=args.buffers, format=args.log_format, options=options)
+    inputs = load_tensor_inputs(args.log, args.gguf, args.names, args.buffers, args.log_format)
+    result = analyse(inputs, max_points=args.max_points)
     if args.output:
-        write_tables(a, args.output, args.table_format)
+        emit.write_tables(result, args.output, args.table_format)
     html = args.html or (f"{args.output}/report.html" if args.output else None)
     if html:
-        write_html(a, html)
-    if args.json:
-        s = a.scanned
-        cold, data = never_touched(a)
-        out = {
-            "log": s.log.path,
-            "format": s.log.format,
-            "entries": s.log.entries,
-            "capacity": s.log.capacity,
-            "accesses": s.accesses,
-            "tokens": len(a.tables["tokens"]),
-            "never_touched_bytes": cold,
-            "data_bytes": data,
-            "hottest": a.tables["tensors"].head(args.top)[["name", "accesses", "bytes_accessed"]].to_dict("records"),
-            "checks": [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in a.checks],
-        }
-        print(json.dumps(out, indent=1, default=int))
-    else:
-        print(summary(a, args.top))
+        emit.write_html(result, html)
+    print(emit.json_text(result, args.top) if args.format == "json" else emit.text(result, args.top))
     return 0

@@ -1,6 +1,7 @@
 """The tables of a tensor-access analysis, built from what the pass kept (:class:`~gpuan.tensors.scan.Scanned`):
 per tensor, per intermediate, per layer, per component, per expert, per token, token x layer, expert
-reuse between consecutive tokens, the hot/cold curve, threads and operation types."""
+reuse between consecutive tokens, the hot/cold curve, threads and operation types (:func:`build`); and the
+pre-binned and sampled views the HTML report draws (:func:`views`)."""
 
 from __future__ import annotations
 
@@ -259,6 +260,60 @@ def ops(s: Scanned) -> pd.DataFrame:
     """Return log entries per operation type (the ggml op number the log recorded)."""
     op = np.nonzero(s.op_count)[0]
     return pd.DataFrame({"operation_type": op, "entries": s.op_count[op]})
+
+
+def never_touched(s: Scanned) -> int:
+    """Return the bytes of the data section in pages no access touched."""
+    page = s.options.page_bytes
+    first = s.model.data_start // page
+    hits = s.page_hits[first:]
+    starts = np.maximum(np.arange(first, first + len(hits)) * page, s.model.data_start)
+    ends = np.minimum(starts - starts % page + page, s.model.file_bytes)
+    return int(np.sum((ends - starts)[hits == 0]))
+
+
+def sample(s: Scanned) -> pd.DataFrame:
+    """Return the sampled accesses: ts_ns (from the log's start), token, layer, thread, offset (-1: not in
+    the file) and unit (row of the units, -1: none)."""
+    types = {"ts": np.int64, "token": np.int64, "layer": np.int32, "thread": np.int32, "offset": np.int64}
+    types["unit"] = np.int64
+    df = pd.DataFrame({c: s.sample[c] if s.sample else np.zeros(0, dtype) for c, dtype in types.items()})
+    df["ts"] = df["ts"] - s.t0
+    return df.rename(columns={"ts": "ts_ns"})
+
+
+def timeline(s: Scanned) -> pd.DataFrame:
+    """Return bytes read per time bin (the log's span cut into equal bins) by weights and by intermediates."""
+    return pd.DataFrame(
+        {
+            "time_bin": np.arange(s.time_kind.shape[0]),
+            "weight_bytes": s.time_kind[:, 0],
+            "intermediate_bytes": s.time_kind[:, 1],
+        }
+    )
+
+
+def _cells(matrix: np.ndarray, rows: str, columns: str, value: str) -> pd.DataFrame:
+    """The nonzero cells of `matrix` in long form."""
+    r, c = np.nonzero(matrix)
+    return pd.DataFrame({rows: r, columns: c, value: matrix[r, c]})
+
+
+def time_offset(s: Scanned) -> pd.DataFrame:
+    """Return file accesses per time bin and file-offset bin (the file cut into equal bins; offsets beyond
+    it in the last), nonzero cells only."""
+    return _cells(s.time_offset, "time_bin", "offset_bin", "accesses")
+
+
+def thread_time(s: Scanned) -> pd.DataFrame:
+    """Return accesses per thread and time bin, nonzero cells only."""
+    return _cells(s.thread_time, "thread", "time_bin", "accesses")
+
+
+def views(s: Scanned) -> dict[str, pd.DataFrame]:
+    """Return the tables behind the report's pre-binned and sampled views by name: sample, timeline,
+    time_offset, thread_time."""
+    return {"sample": sample(s), "timeline": timeline(s), "time_offset": time_offset(s), "thread_time": thread_time(s)}
 
 
 def build(s: Scanned) -> dict[str, pd.DataFrame]:

@@ -196,10 +196,10 @@ def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | No
             raise TraceError(
                 path,
                 f"not a tensor-access log in any known format (best: {best}, "
-                f"{scores[best]:.0%} of entries plausible); give --format",
+                f"{scores[best]:.0%} of entries plausible); give --log-format",
             )
         if len(ranked) > 1 and scores[ranked[1]] >= ACCEPT:
-            raise TraceError(path, f"ambiguous log format: both {best} and {ranked[1]} fit; give --format")
+            raise TraceError(path, f"ambiguous log format: both {best} and {ranked[1]} fit; give --log-format")
     else:
         best = format
         if found[best][0] == 0:

@@ -1,0 +1,453 @@
+"""What ``gpuan tensors`` prints and writes from a tensor-access :class:`~gpuan.result.Result`: the console
+text, the JSON summary, the tables (CSV or Parquet, with ``checks``) and one self-contained HTML report
+(plotly.js inlined once) with the hot/cold, token x layer, file-offset timeline, 3-D, thread, expert,
+weights-vs-intermediates and buffer views."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpuan.outputs.files import write_frames, write_text
+from gpuan.outputs.numbers import duration, size_text
+from gpuan.result import Result
+from gpuan.tensors import REPORT_TABLES
+from gpuan.tensors.tables import file_share_for
+
+MAX_POINTS_3D = 500_000  # points of one scatter or 3-D view: WebGL fails beyond this
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the checks in words
+
+
+def _timestamps(c: dict) -> str:
+    parts = []
+    if c["backward"]:
+        parts.append(f"{c['backward']:,} step(s) back in time")
+    if c["gaps"]:
+        parts.append(
+            f"{c['gaps']:,} gap(s) over {duration(c['gap_ns'])}, longest {duration(c['longest_gap_ns'])} before "
+            f"entry {c['longest_gap_entry']:,} (token {c['longest_gap_token']})"
+        )
+    return "; ".join(parts) or "in order, no gap over " + duration(c["gap_ns"])
+
+
+def _offsets(c: dict) -> str:
+    if c["ok"]:
+        return "every file offset lies inside a tensor"
+    examples = ", ".join(f"0x{x:x}" for x in c["examples"])
+    return f"{c['accesses']:,} access(es), {c['bytes']:,} bytes, at file offsets inside no tensor (e.g. {examples})"
+
+
+def _layout(c: dict) -> str:
+    return "; ".join(c["problems"]) or (
+        f"{c['tensors']} tensors, {c['tensor_bytes']:,} bytes in a {c['data_bytes']:,}-byte data section "
+        f"({c['padding']:,} bytes of alignment padding at {c['alignment']})"
+    )
+
+
+def _capacity(c: dict) -> str:
+    if c["overflow"]:
+        return f"the writer dropped {c['overflow']:,} entries after the log filled ({c['capacity']:,} entries)"
+    if c["entries"] == c["capacity"]:
+        return f"the log is full ({c['capacity']:,} entries): later accesses may be missing"
+    return f"{c['entries']:,} of {c['capacity']:,} entries used"
+
+
+def _name_table(c: dict) -> str:
+    if not c["weights"]:
+        return "no weight of the name table is in the model file"
+    parts = []
+    if c["offsets_differ"]:
+        how = " (relative to the data section)" if c["relative"] else ""
+        parts.append(f"{c['offsets_differ']} offset(s) differ from the GGUF file's{how}")
+    if c["sizes_differ"]:
+        parts.append(f"{c['sizes_differ']} size(s) differ, e.g. {c['size_example']}")
+    if parts:
+        return "; ".join(parts) + "; the GGUF file's values are used"
+    return f"{c['weights']} weights agree with the GGUF file"
+
+
+_DETAILS = {"timestamps": _timestamps, "offsets": _offsets, "layout": _layout, "capacity": _capacity}
+_DETAILS["name table"] = _name_table
+
+
+def check_detail(check: dict) -> str:
+    """Return what a check of the Result's summary found, as the sentence the report prints."""
+    return _DETAILS[check["check"]](check)
+
+
+def checks_frame(result: Result) -> pd.DataFrame:
+    """Return the checks as a table: check, ok, detail."""
+    rows = [(c["check"], c["ok"], check_detail(c)) for c in result.summary["checks"]]
+    return pd.DataFrame(rows, columns=["check", "ok", "detail"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# console text and JSON
+
+
+def _header(result: Result) -> list[str]:
+    """The lines on the log, the model, the span and the weights against the intermediates."""
+    s = result.summary
+    weight_bytes, inter_bytes = s["weight_bytes"], s["intermediate_bytes"]
+    return [
+        f"{s['log']}  ({s['log_format']}: {s['entries']:,} entries of {s['capacity']:,}, {s['accesses']:,} accesses, "
+        f"{s['engine'].upper()})",
+        f"model {s['model']}  ({s['architecture'] or '?'}, {s['model_tensors']} tensors, "
+        f"{size_text(s['file_bytes'])}, alignment {s['alignment']})",
+        f"span {duration(s['span_ns'])}   tokens {s['tokens']:,}   threads {s['threads']}",
+        f"weights        {s['weight_accesses']:>12,} accesses  {size_text(weight_bytes):>12} read  "
+        f"({weight_bytes / max(weight_bytes + inter_bytes, 1):.0%} of bytes)",
+        f"intermediates  {s['intermediate_accesses']:>12,} accesses  {size_text(inter_bytes):>12} read",
+    ]
+
+
+def _coverage(result: Result) -> list[str]:
+    """The lines on bytes per token, the share of the file never touched and the hot/cold curve."""
+    s, tokens, curve = result.summary, result.to_pandas("tokens"), result.to_pandas("hot_curve")
+    lines = []
+    if len(tokens):
+        lines.append(
+            f"per token: {size_text(tokens['bytes_accessed'].mean())} read "
+            f"({size_text(tokens['weight_bytes'].mean())} weights), "
+            f"touching {size_text(tokens['distinct_weight_bytes'].median())} of tensors and expert slices (median)"
+        )
+    cold, data = s["never_touched_bytes"], s["data_bytes"]
+    lines.append(
+        f"never touched: {cold / max(data, 1):.1%} of the data section ({size_text(cold)} of {size_text(data)}, "
+        f"{s['page_bytes'] // 1024} KiB pages)"
+    )
+    if len(curve) and curve["accesses"].sum():
+        points = ", ".join(f"{p:.0%} -> {file_share_for(curve, p):.1%}" for p in (0.5, 0.9, 0.99))
+        lines.append(f"hot/cold: share of accesses -> share of the file: {points}")
+    return lines
+
+
+def _listings(result: Result, top: int) -> list[str]:
+    """The hottest tensors, the components and the experts."""
+    lines = []
+    if top > 0:  # --top 0 asks for no list, not for an empty table
+        lines.append("hottest tensors")
+        lines.append(f"  {'accesses':>10} {'share':>6} {'read':>10} {'size':>10}  tensor")
+        for r in result.to_pandas("tensors").head(top).itertuples():
+            lines.append(
+                f"  {r.accesses:>10,} {r.share:>6.1%} {size_text(r.bytes_accessed):>10} "
+                f"{size_text(r.n_bytes):>10}  {r.name}"
+            )
+    lines.append("components")
+    lines.append(f"  {'accesses':>10} {'read':>10} {'file':>10} {'untouched':>10}  component")
+    for r in result.to_pandas("components").itertuples():
+        kind = "" if r.weight else "  (intermediate)"
+        lines.append(
+            f"  {r.accesses:>10,} {size_text(r.bytes_accessed):>10} {size_text(r.file_bytes):>10} "
+            f"{size_text(r.untouched_bytes):>10}  {r.component}{kind}"
+        )
+    experts = result.to_pandas("experts")
+    if len(experts):
+        reuse = result.to_pandas("expert_reuse")
+        hot = experts.sort_values("accesses", ascending=False).iloc[0]
+        lines.append(
+            f"experts: {experts['expert'].nunique()} per layer in {experts['layer'].nunique()} layers; hottest "
+            f"layer {int(hot['layer'])} expert {int(hot['expert'])} ({hot['share']:.0%} of its layer); "
+            f"reuse between consecutive tokens {reuse['reuse'].mean():.0%}"
+        )
+    return lines
+
+
+def text(result: Result, top: int = 10) -> str:
+    """Return the console report: what was read, weights against intermediates, bytes per token, the share
+    of the file never touched, the hot/cold curve, the `top` hottest tensors, components, experts and checks."""
+    lines = _header(result) + _coverage(result) + _listings(result, top) + ["checks"]
+    for c in result.summary["checks"]:
+        lines.append(f"  {'ok  ' if c['ok'] else 'WARN'} {c['check']}: {check_detail(c)}")
+    return "\n".join(lines)
+
+
+def json_text(result: Result, top: int = 10) -> str:
+    """Return the JSON summary: the log, its entries and accesses, tokens, the bytes never touched, the
+    `top` hottest tensors and the checks (with their details)."""
+    s = result.summary
+    hottest = result.to_pandas("tensors").head(top)[["name", "accesses", "bytes_accessed"]]
+    out = {
+        "log": s["log"],
+        "format": s["log_format"],
+        "entries": s["entries"],
+        "capacity": s["capacity"],
+        "accesses": s["accesses"],
+        "tokens": s["tokens"],
+        "never_touched_bytes": s["never_touched_bytes"],
+        "data_bytes": s["data_bytes"],
+        "hottest": hottest.to_dict("records"),
+        "checks": [{"check": c["check"], "ok": c["ok"], "detail": check_detail(c)} for c in s["checks"]],
+    }
+    return json.dumps(out, indent=1, default=int)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# files
+
+
+def write_tables(result: Result, out: str | os.PathLike, fmt: str = "csv") -> list[Path]:
+    """Write the report's tables (and the buffer tables, when there are) to OUT/<name>.<fmt>, plus
+    checks.<fmt>; return the paths."""
+    names = [*REPORT_TABLES, *(n for n in ("buffers", "buffer_memory") if n in result.tables)]
+    frames = {name: result.to_pandas(name) for name in names}
+    frames["checks"] = checks_frame(result)
+    return write_frames(frames, out, fmt)
+
+
+def write_html(result: Result, path: str | os.PathLike, max_points_3d: int | None = None) -> None:
+    """Write the HTML report to `path`: one file, plotly.js inlined once, no network needed; the 3-D view
+    samples at most `max_points_3d` accesses (default: the analysis' max_points)."""
+    s = result.summary
+    figs = figures(result, max_points_3d)
+    checks = "".join(
+        f"<li>{'ok' if c['ok'] else '<b>warning</b>'} {c['check']}: {check_detail(c)}</li>" for c in s["checks"]
+    )
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuan tensors</title></head><body "
+        "style='font-family:sans-serif'>",
+        f"<h2>gpuan tensors: {s['log']}</h2><p>model {s['model']}; {s['log_format']}, {s['entries']:,} entries, "
+        f"{s['accesses']:,} accesses</p><ul>{checks}</ul>",
+    ]
+    for i, f in enumerate(figs):
+        f.update_layout(template="plotly_white", height=520)
+        parts.append(f.to_html(full_html=False, include_plotlyjs=i == 0))
+    parts.append("</body></html>")
+    write_text(path, "\n".join(parts))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the report's figures
+
+
+def _dense(table: pd.DataFrame, rows: str, columns: str, value: str, shape: tuple[int, int]) -> np.ndarray:
+    """The long-form nonzero cells of `table` as a dense int64 matrix of `shape`."""
+    matrix = np.zeros(shape, np.int64)
+    matrix[table[rows].to_numpy(), table[columns].to_numpy()] = table[value].to_numpy()
+    return matrix
+
+
+def _time_axis(result: Result) -> np.ndarray:
+    """The start of each time bin, in ms from the log's start."""
+    s = result.summary
+    span_ms = (s["span_ns"] + 1) / 1e6
+    return np.arange(s["time_bins"]) * span_ms / s["time_bins"]
+
+
+def _hottest_and_curve(result: Result) -> list:
+    """The hottest tensors (bars) and the hot/cold curve."""
+    import plotly.graph_objects as go
+
+    tensors, curve = result.to_pandas("tensors").head(40), result.to_pandas("hot_curve")
+    bars = go.Figure(
+        go.Bar(
+            x=tensors["name"],
+            y=tensors["accesses"],
+            marker_color="firebrick",
+            customdata=tensors["bytes_accessed"],
+            hovertemplate="%{x}<br>%{y:,} accesses<br>%{customdata:,} bytes",
+        )
+    )
+    bars.update_layout(title="hottest tensors (accesses)", xaxis_tickangle=-45)
+    line = go.Figure(
+        go.Scatter(x=curve["file_share"] * 100, y=curve["access_share"] * 100, mode="lines", text=curve["unit"])
+    )
+    line.update_layout(
+        title="hot/cold: % of accesses against % of the file, hottest first",
+        xaxis_title="% of the model's data section",
+        yaxis_title="% of accesses",
+    )
+    return [bars, line]
+
+
+def _token_layer(result: Result) -> list:
+    """The bytes read per token and layer (tokens binned to at most 1,000 columns); none without tokens."""
+    import plotly.graph_objects as go
+
+    shape = tuple(result.summary["token_layer_shape"])
+    if not shape[0] * shape[1]:
+        return []
+    cells = result.to_pandas("token_layer")  # layer -1 (none) is column 0
+    grid = np.zeros(shape, np.int64)
+    grid[cells["token"].to_numpy(), cells["layer"].to_numpy() + 1] = cells["bytes_accessed"].to_numpy()
+    step = max(1, -(-shape[0] // 1000))
+    binned = np.add.reduceat(grid, np.arange(0, shape[0], step), axis=0) if step > 1 else grid
+    f = go.Figure(
+        go.Heatmap(
+            z=binned.T.astype(np.float32),
+            x=np.arange(0, shape[0], step),
+            y=np.arange(shape[1]) - 1,
+            colorscale="Viridis",
+            colorbar_title="bytes",
+        )
+    )
+    f.update_layout(
+        title=f"bytes read per token and layer (layer -1: none; {step} token(s) per column)",
+        xaxis_title="token",
+        yaxis_title="layer",
+    )
+    return [f]
+
+
+def _offset_timeline(result: Result) -> list:
+    """The file-offset timeline, pre-binned as a heatmap."""
+    import plotly.graph_objects as go
+
+    s = result.summary
+    bins = (s["time_bins"], s["offset_bins"])
+    grid = _dense(result.to_pandas("time_offset"), "time_bin", "offset_bin", "accesses", bins)
+    f = go.Figure(
+        go.Heatmap(
+            z=np.log1p(grid.T.astype(np.float32)),
+            x=_time_axis(result),
+            y=np.arange(bins[1]) * s["file_bytes"] / bins[1] / 1e6,
+            colorscale="Hot",
+            reversescale=True,
+            colorbar_title="log(1+accesses)",
+        )
+    )
+    f.update_layout(title="file-offset timeline (pre-binned)", xaxis_title="ms", yaxis_title="file offset (MB)")
+    return [f]
+
+
+def _sampled(result: Result, max_points_3d: int | None) -> list:
+    """The sampled file accesses: a WebGL scatter over time and offset, and a time x layer x offset 3-D view
+    of at most `max_points_3d` of them; none without a sample."""
+    import plotly.graph_objects as go
+
+    sample = result.to_pandas("sample")
+    if not len(sample):
+        return []
+    in_file = sample["offset"].to_numpy() >= 0
+    x = (sample["ts_ns"].to_numpy()[in_file] / 1e6).astype(np.float32)
+    y = (sample["offset"].to_numpy()[in_file] / 1e6).astype(np.float32)
+    layer = sample["layer"].to_numpy()[in_file]
+    scatter = go.Figure(
+        go.Scattergl(
+            x=x,
+            y=y,
+            mode="markers",
+            marker=dict(size=3, color=layer, colorscale="Turbo", colorbar_title="layer"),
+            name="accesses",
+        )
+    )
+    scatter.update_layout(
+        title=f"file-offset timeline, {int(in_file.sum()):,} sampled accesses coloured by layer (WebGL)",
+        xaxis_title="ms",
+        yaxis_title="file offset (MB)",
+    )
+    n = int(in_file.sum())
+    limit = min(max_points_3d or result.summary["max_points"], MAX_POINTS_3D)
+    pick = np.linspace(0, n - 1, min(n, limit)).astype(np.int64) if n else np.zeros(0, np.int64)
+    cloud = go.Figure(
+        go.Scatter3d(
+            x=x[pick],
+            y=layer[pick].astype(np.float32),
+            z=y[pick],
+            mode="markers",
+            marker=dict(size=1.5, color=layer[pick], colorscale="Turbo"),
+        )
+    )
+    cloud.update_layout(
+        title=f"time x layer x file offset ({len(pick):,} sampled accesses)",
+        scene=dict(xaxis_title="ms", yaxis_title="layer", zaxis_title="offset (MB)"),
+    )
+    return [scatter, cloud]
+
+
+def _threads(result: Result) -> list:
+    """Accesses per thread over time."""
+    import plotly.graph_objects as go
+
+    cells = result.to_pandas("thread_time")
+    rows = int(cells["thread"].max()) + 1 if len(cells) else 1
+    grid = _dense(cells, "thread", "time_bin", "accesses", (rows, result.summary["time_bins"]))
+    f = go.Figure(
+        go.Heatmap(
+            z=grid.astype(np.float64),
+            x=_time_axis(result),
+            y=np.arange(rows),
+            colorscale="Blues",
+            colorbar_title="accesses",
+        )
+    )
+    f.update_layout(title="thread utilisation over time (accesses per bin)", xaxis_title="ms", yaxis_title="thread")
+    return [f]
+
+
+def _experts(result: Result) -> list:
+    """The MoE expert activation heatmap and the expert reuse per layer; none for a dense model."""
+    import plotly.graph_objects as go
+
+    experts = result.to_pandas("experts")
+    if not len(experts):
+        return []
+    grid = experts.pivot_table(index="layer", columns="expert", values="accesses", fill_value=0)
+    heat = go.Figure(
+        go.Heatmap(z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", colorbar_title="accesses")
+    )
+    heat.update_layout(title="MoE expert activation (layer x expert)", xaxis_title="expert", yaxis_title="layer")
+    reuse = result.to_pandas("expert_reuse").groupby("layer")["reuse"].mean()
+    bars = go.Figure(go.Bar(x=reuse.index, y=reuse.values * 100))
+    bars.update_layout(
+        title="expert reuse between consecutive tokens (% of a token's experts the previous token used)",
+        xaxis_title="layer",
+        yaxis_title="%",
+    )
+    return [heat, bars]
+
+
+def _bytes_over_time(result: Result) -> list:
+    """Bytes read over time by weights and by intermediates (stacked)."""
+    import plotly.graph_objects as go
+
+    timeline, axis = result.to_pandas("timeline"), _time_axis(result)
+    f = go.Figure(
+        [
+            go.Scatter(x=axis, y=timeline["weight_bytes"].to_numpy(), name="weights", stackgroup="kind"),
+            go.Scatter(x=axis, y=timeline["intermediate_bytes"].to_numpy(), name="intermediates", stackgroup="kind"),
+        ]
+    )
+    f.update_layout(
+        title="bytes read over time: parameters against intermediates", xaxis_title="ms", yaxis_title="bytes"
+    )
+    return [f]
+
+
+def _buffers(result: Result) -> list:
+    """The buffer memory in use per backend; none without buffer events."""
+    import plotly.graph_objects as go
+
+    if "buffer_memory" not in result.tables or not result.tables["buffer_memory"].num_rows:
+        return []
+    memory = result.to_pandas("buffer_memory")
+    f = go.Figure(
+        [
+            go.Scatter(x=g["timestamp_ms"], y=g["bytes_in_use"], name=str(b), line_shape="hv")
+            for b, g in memory.groupby("backend")
+        ]
+    )
+    f.update_layout(title="buffer memory in use per backend", xaxis_title="ms", yaxis_title="bytes")
+    return [f]
+
+
+def figures(result: Result, max_points_3d: int | None = None) -> list:
+    """Return the report's plotly figures in order (2-D views in WebGL or pre-binned; the 3-D view sampled
+    to `max_points_3d`)."""
+    return [
+        *_hottest_and_curve(result),
+        *_token_layer(result),
+        *_offset_timeline(result),
+        *_sampled(result, max_points_3d),
+        *_threads(result),
+        *_experts(result),
+        *_bytes_over_time(result),
+        *_buffers(result),
+    ]

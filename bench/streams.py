@@ -93,12 +93,12 @@ def rocm_speed() -> list[dict]:
     seconds without the limit on groups per kernel."""
     from dataclasses import replace
 
-    from gpuan.streams.predict import _api_ns, device_of, settings_for
+    from gpuan.streams.predict import _api_ns, gpu_of, settings_for
     from gpuan.streams.simulate import simulate
     from gpuan.streams.workload import workload
 
     trace = load(DATA / ROCM_TRACE)
-    w, gpu = workload(trace), device_of(trace, None, ROCM_TRACE)
+    w, gpu = workload(trace), gpu_of(trace, None, ROCM_TRACE)
     rows = []
     for n in ROCM_COUNTS:
         t = time.perf_counter()

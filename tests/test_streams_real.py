@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from gpuan.cli import main
-from gpuan.streams import check, predict
-from gpuan.streams.chrome import chrome_trace
+from gpuan.outputs.streams import chrome_trace
+from gpuan.result import Result
+from gpuan.streams import analyse, check, predict
 from gpuan.trace.load import load
 
 
@@ -122,8 +123,57 @@ def test_chrome_trace_output(data_dir, tmp_path, capsys):
     assert doc["otherData"]["parameters"]["launch_order"] == "depth"
     last = max(e["ts"] + e["dur"] for e in xs)
     assert last == pytest.approx(doc["otherData"]["predicted_total_us"])
-    p = predict(load(one), 4, launch_order="depth")
-    assert chrome_trace(p)["otherData"]["predicted_total_us"] == pytest.approx(last)
+    result = analyse(load(one), streams=4, launch_order="depth")
+    assert chrome_trace(result)["otherData"]["predicted_total_us"] == pytest.approx(last)
+
+
+def test_analyse_returns_the_schedule_and_spans_as_tables(data_dir):
+    one, two = nvprof(data_dir, "mem_mem_1stream_10M"), nvprof(data_dir, "mem_mem_2stream_10M_h2d_h2d_ovlp")
+    result = analyse(load(one), streams=2, measured=load(two), engine="cpu")
+    assert isinstance(result, Result) and result.analysis == "streams"
+    assert set(result.tables) == {"operations", "streams", "measured_streams"}
+    p = predict(load(one), 2)
+    ops = result["operations"]
+    assert ops.num_rows == 2 * len(p.workload) == 8
+    assert ops.column("start_ns").to_pylist() == p.timeline.start.tolist()
+    assert ops.column("end_ns").to_pylist() == p.timeline.end.tolist()
+    assert ops.column("kind").to_pylist()[:4] == ["H2D", "H2D", "kernel", "D2H"]
+    assert [(r["stream"], r["start_ns"], r["end_ns"]) for r in result["streams"].to_pylist()] == [
+        (s, a, b) for s, (a, b) in enumerate(p.stream_spans())
+    ]
+    c = check(p, load(two))
+    assert result["measured_streams"].column("stream").to_pylist() == [13, 14]
+    s = result.summary
+    assert s["predicted_ns"] == p.total_ns and s["serial_ns"] == p.serial_ns and s["speedup"] == p.speedup
+    assert s["gpu"] == "GeForce GTX 950" and s["streams"] == 2 and s["single_stream_operations"] == 4
+    assert s["measured"]["measured_ns"] == c.measured_ns and s["measured"]["error"] == c.error
+    assert s["undimensioned"]["kernels"] == 0 and s["parameters"]["launch_order"] == "breadth"
+    json.dumps(s)  # the summary is plain JSON
+    frames = result.to_pandas()
+    assert set(frames) == set(result.tables) and len(frames["operations"]) == 8
+    assert list(result.to_pandas("streams").columns) == ["stream", "start_ns", "end_ns"]
+
+
+def test_analyse_without_a_measured_run_has_no_measured_table(data_dir):
+    result = analyse(load(data_dir / "kineto/a100_alexnet.json.gz"), streams=2, gpu="H100", stream=7)
+    assert set(result.tables) == {"operations", "streams"} and "measured" not in result.summary
+    assert result.summary["gpu"] == "H100 SXM5"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"streams": 0}, "--streams must be at least 1"),
+        ({"streams": 2, "launch_order": "sideways"}, "--launch-order must be one of breadth, depth"),
+        ({"streams": 2, "undimensioned": "huge"}, "--undimensioned must be one of device, block"),
+        ({"streams": 2, "gpu": "Z300"}, "unknown device 'Z300'"),
+    ],
+)
+def test_analyse_refuses_bad_options_as_usage_errors(data_dir, options, message):
+    from gpuan.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        analyse(load(nvprof(data_dir, "mem_mem_1stream_10M")), **options)
 
 
 def test_json_report(data_dir, capsys):
@@ -141,7 +191,7 @@ def test_json_report(data_dir, capsys):
     "args, message",
     [
         (["kineto/a100_alexnet.json.gz", "--streams", "2"], "not a single-stream trace"),
-        (["nvprof/mem_mem_1stream_10M.csv", "--streams", "2", "--device", "Z300"], "unknown device 'Z300'; closest"),
+        (["nvprof/mem_mem_1stream_10M.csv", "--streams", "2", "--gpu", "Z300"], "unknown device 'Z300'; closest"),
         (["nvprof/mem_mem_1stream_10M.csv", "--streams", "2", "--stream", "99"], "no GPU operations on stream 99"),
         (["kineto/cpu_tiny_lm_prefill_decode.json.gz", "--streams", "2"], "no GPU operations"),
     ],

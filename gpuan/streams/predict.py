@@ -10,8 +10,16 @@ import numpy as np
 import pyarrow.compute as pc
 
 from gpuan.devices import GPU, lookup, of_trace
-from gpuan.errors import TraceError
-from gpuan.streams.simulate import UNDIMENSIONED, BlockTooBig, Settings, Timeline, kernel_blocks, simulate
+from gpuan.errors import TraceError, UsageError
+from gpuan.streams.simulate import (
+    LAUNCH_ORDERS,
+    UNDIMENSIONED,
+    BlockTooBig,
+    Settings,
+    Timeline,
+    kernel_blocks,
+    simulate,
+)
 from gpuan.streams.workload import KERNEL, Workload, bandwidths, gpu_operations, overheads, workload
 from gpuan.trace.table import Trace
 
@@ -116,14 +124,14 @@ def _api_ns(trace: Trace) -> float:
     return DEFAULT_API_NS
 
 
-def device_of(trace: Trace, device: str | None, source: str) -> GPU:
-    """Return the GPU to simulate: `device` by name if given, else the one the trace recorded. Raises
-    :class:`TraceError` if neither names a known GPU."""
-    if device:
-        return lookup(device)
+def gpu_of(trace: Trace, name: str | None, source: str) -> GPU:
+    """Return the GPU to simulate: the one called `name` if given, else the one the trace recorded.
+    Raises :class:`TraceError` if neither names a known GPU."""
+    if name:
+        return lookup(name, "--gpu")
     gpu = of_trace(trace.metadata, source)
     if gpu is None:
-        raise TraceError(source, "the trace does not say which GPU ran it; pass --device")
+        raise TraceError(source, "the trace does not say which GPU ran it; pass --gpu")
     return gpu
 
 
@@ -147,23 +155,26 @@ def predict(
     n_streams: int,
     *,
     launch_order: str = "breadth",
-    device: str | None = None,
+    gpu: str | None = None,
     stream: int | None = None,
     source: str | None = None,
     undimensioned: str = "device",
     progress: Callable[[int, int], None] | None = None,
 ) -> Prediction:
     """Return the predicted timeline of `n_streams` copies of the single-stream work in `trace`, each on its
-    own stream, on `device` (a name; default: the GPU the trace recorded). Kernels without launch
+    own stream, on the GPU called `gpu` (default: the one the trace recorded). Kernels without launch
     dimensions are placed as `undimensioned` says (see :data:`UNDIMENSIONED`); where there are any, the
     work is simulated under every assumption, and :attr:`Prediction.totals_if` holds each total.
     `progress` is called with (operations simulated, operations to simulate) while a long one runs."""
     source = source or str(trace.metadata.get("source", "trace"))
     if n_streams < 1:
-        raise TraceError(source, f"--streams must be at least 1, not {n_streams}")
+        raise UsageError(f"--streams must be at least 1, not {n_streams}")
+    if launch_order not in LAUNCH_ORDERS:
+        raise UsageError(f"--launch-order must be one of {', '.join(LAUNCH_ORDERS)}, not {launch_order!r}")
+    if undimensioned not in UNDIMENSIONED:
+        raise UsageError(f"--undimensioned must be one of {', '.join(UNDIMENSIONED)}, not {undimensioned!r}")
     w = workload(trace, stream=stream, source=source)
-    gpu = device_of(trace, device, source)
-    settings = settings_for(gpu, n_streams, launch_order, _api_ns(trace), undimensioned)
+    settings = settings_for(gpu_of(trace, gpu, source), n_streams, launch_order, _api_ns(trace), undimensioned)
     assumptions = [undimensioned] + [a for a in UNDIMENSIONED if a != undimensioned] if w.undimensioned().any() else []
     runs = max(1, len(assumptions))
     timelines = {}

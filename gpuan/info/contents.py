@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.engine import CPU, Engine
+from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
+from gpuan.result import Result
 from gpuan.trace.schema import KINDS
 from gpuan.trace.table import NULL64, Trace
 
@@ -30,9 +29,31 @@ OTHER_CATEGORIES = {
     "(none)": "events without a category",
 }
 
+KINDS_SCHEMA = pa.schema([("kind", pa.string()), ("events", pa.int64())])
+OTHER_SCHEMA = pa.schema([("category", pa.string()), ("events", pa.int64()), ("what", pa.string())])
+DEVICES_SCHEMA = pa.schema(
+    [("id", pa.int64()), ("name", pa.string()), ("sms", pa.int64()), ("rocm_agent", pa.int64()),
+     ("mapped_by", pa.string())]
+)  # fmt: skip
+STREAMS_SCHEMA = pa.schema(
+    [(c, pa.int64()) for c in ("rank", "device", "stream", "events", "kernels", "kernel_ns", "busy_ns")]
+)
+KERNELS_SCHEMA = pa.schema(
+    [("name", pa.string()), ("count", pa.int64()), ("total_ns", pa.int64()), ("mean_ns", pa.float64()),
+     ("share", pa.float64())]
+)  # fmt: skip
 
-def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str, Any]:
-    """Return the trace summary as a JSON-ready dict (times in ns)."""
+
+def analyse(trace: Trace, *, engine: Engine | str | None = None, top: int = 10) -> Result:
+    """Return what is in `trace` as a Result named "info".
+
+    Tables: ``kinds`` (kind, events; kinds with events only), ``other_categories`` (category, events,
+    what: the categories of the events of kind "other"), ``devices`` (id, name, sms, rocm_agent,
+    mapped_by: the devices with GPU activity), ``streams`` (rank, device, stream, events, kernels,
+    kernel_ns, busy_ns: per GPU stream) and ``top_kernels`` (name, count, total_ns, mean_ns, share: the
+    `top` kernels by total time). Summary: source, format, events, flows, ranks, span_ns, start_ns,
+    end_ns (times in ns from the trace's start)."""
+    engine = resolve(engine)
     ev = trace.events
     per_kind = {k: 0 for k in KINDS}
     if ev.num_rows:
@@ -40,21 +61,25 @@ def summarize(trace: Trace, *, top: int = 10, engine: Engine = CPU) -> dict[str,
             per_kind[item["values"].as_py()] = item["counts"].as_py()
     start, end = _span(ev)
     ranks = sorted(r for r in pc.unique(ev["rank"]).to_pylist() if r is not None)
-    return {
+    kinds = [{"kind": k, "events": v} for k, v in per_kind.items() if v]
+    tables = {
+        "kinds": pa.Table.from_pylist(kinds, schema=KINDS_SCHEMA),
+        "other_categories": pa.Table.from_pylist(_other_categories(ev), schema=OTHER_SCHEMA),
+        "devices": pa.Table.from_pylist(_devices(trace), schema=DEVICES_SCHEMA),
+        "streams": pa.Table.from_pylist(_streams(trace.of_kind(*GPU_ACTIVITY), engine), schema=STREAMS_SCHEMA),
+        "top_kernels": pa.Table.from_pylist(_top_kernels(trace.of_kind("kernel"), top), schema=KERNELS_SCHEMA),
+    }
+    summary = {
         "source": trace.metadata.get("source"),
         "format": trace.metadata.get("format"),
         "events": ev.num_rows,
         "flows": trace.flows.num_rows,
-        "per_kind": {k: v for k, v in per_kind.items() if v},
-        "other_categories": _other_categories(ev),
         "ranks": ranks,
-        "devices": _devices(trace),
         "span_ns": end - start,
         "start_ns": start,
         "end_ns": end,
-        "streams": _streams(trace.of_kind(*GPU_ACTIVITY), engine),
-        "top_kernels": _top_kernels(trace.of_kind("kernel"), top),
     }
+    return Result("info", tables, summary)
 
 
 def _other_categories(ev: pa.Table) -> list[dict]:
@@ -87,19 +112,32 @@ def _span(ev: pa.Table) -> tuple[int, int]:
 
 
 def _devices(trace: Trace) -> list[dict]:
-    """Return the devices that have GPU activity, with their names where the trace has them."""
+    """Return the devices that have GPU activity: id, name and SM count where the trace has them, and the
+    ROCm agent id its events carry with the evidence that mapped it (else None)."""
     props = {p.get("id"): p for p in trace.metadata.get("device_properties", []) if isinstance(p, dict)}
     agents = trace.metadata.get("device_agents") or {}
     used = pc.unique(trace.events["device"]).to_pylist()
     out = []
     for d in sorted(x for x in used if x is not None):
         p = props.get(d, {})
-        entry = {"id": d, "name": p.get("name"), "sms": p.get("numSms")}
-        if str(d) in agents.get("agents", {}):
-            entry["rocm_agent"] = agents["agents"][str(d)]
-            entry["mapped_by"] = agents["basis"]
-        out.append(entry)
+        agent = agents.get("agents", {}).get(str(d))
+        out.append({
+            "id": d, "name": _text_or_none(p.get("name")), "sms": _int_or_none(p.get("numSms")),
+            "rocm_agent": _int_or_none(agent), "mapped_by": None if agent is None else _text_or_none(agents["basis"]),
+        })  # fmt: skip
     return out
+
+
+def _text_or_none(value: object) -> str | None:
+    """Return a value of the trace's metadata as text (None stays None): names are text in every trace,
+    and the table's column must hold one type whatever a damaged file puts there."""
+    return None if value is None else str(value)
+
+
+def _int_or_none(value: object) -> int | None:
+    """Return a whole number of the trace's metadata, or None where it is none (absent or damaged)."""
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return value if whole and -(2**63) <= value < 2**63 else None
 
 
 def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:

@@ -1,1 +1,0 @@
-"""Summaries of a whole trace (``gpuan info``)."""

@@ -10,9 +10,13 @@ import openpyxl
 import pandas as pd
 import pytest
 
+from gpuan import compare
 from gpuan.cli import main
-from gpuan.cycles import compare, csvfile, lcs
+from gpuan.compare import lcs
 from gpuan.cycles.signature import signature
+from gpuan.outputs import compare as output
+from gpuan.trace.cycle_csv import read_cycle_csv
+from gpuan.trace.inputs import CycleTable
 
 # kernels of one model in two builds: same signature, other template arguments / tile sizes / variants
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"  # noqa: E501
@@ -71,7 +75,7 @@ def table(kernels, path="t.csv"):
         "min_duration_us": [a for _, a in kernels], "max_duration_us": [a for _, a in kernels],
         "stddev_us": [0.0] * len(kernels),
     })  # fmt: skip
-    return csvfile.CycleTable(path, rows)
+    return CycleTable(path, rows)
 
 
 @pytest.fixture
@@ -89,7 +93,7 @@ def test_signatures_of_the_fixture_kernels():
 
 
 def test_align_finds_the_rotation_and_the_pairs(pair):
-    base, new = map(csvfile.read, pair)
+    base, new = map(read_cycle_csv, pair)
     frame = compare.align(base, new)
     assert list(frame.columns) == list(compare.COLUMNS)
     assert frame.attrs["rotation"] == 4 and frame.attrs["common"] == 5
@@ -104,7 +108,7 @@ def test_align_finds_the_rotation_and_the_pairs(pair):
 
 
 def test_align_of_a_cycle_with_itself_is_exact(pair):
-    base = csvfile.read(pair[0])
+    base = read_cycle_csv(pair[0])
     frame = compare.align(base, base)
     assert frame.attrs["rotation"] == 0
     assert (frame.match_type == "exact").all() and (frame.change_pct == 0).all()
@@ -121,7 +125,7 @@ def test_rotation_lengths_agree_with_the_dp_table():
 
 
 def test_match_mode(pair):
-    base, new = map(csvfile.read, pair)
+    base, new = map(read_cycle_csv, pair)
     frame = compare.match(base, new)
     rows = list(zip(frame.base_kernel, frame.new_kernel, frame.match_type))
     # new kernels in their order, then the baseline kernels left in baseline order
@@ -169,13 +173,13 @@ def fill(cell) -> str:
 
 
 def test_xlsx_layout(pair, tmp_path):
-    base, new = map(csvfile.read, pair)
+    base, new = map(read_cycle_csv, pair)
     out = tmp_path / "cmp.xlsx"
-    compare.write_xlsx(out, [("Comparison", base, new, compare.align(base, new))])
+    output.write_xlsx(out, compare.analyse(base, new))
     wb = openpyxl.load_workbook(out)
     assert wb.sheetnames == ["Comparison"]
     ws = wb["Comparison"]
-    assert [c.value for c in ws[1]] == list(compare.HEADERS)
+    assert [c.value for c in ws[1]] == list(output.HEADERS)
     assert fill(ws["A1"]) == "4472C4" and ws["A1"].font.b and ws["A1"].font.color.rgb[-6:] == "FFFFFF"
     assert ws["A1"].alignment.horizontal == "center"
     assert ws["A2"].value == "Baseline: 6 kernels × 10 iters, 700.0 µs/cycle"
@@ -202,12 +206,12 @@ def test_xlsx_layout(pair, tmp_path):
 
 
 def test_csv_output(pair, tmp_path):
-    base, new = map(csvfile.read, pair)
+    base, new = map(read_cycle_csv, pair)
     out = tmp_path / "cmp.csv"
-    compare.write_csv(out, compare.align(base, new))
+    output.write_csv(out, compare.analyse(base, new))
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == list(compare.HEADERS)
+    assert rows[0] == list(output.HEADERS)
     assert rows[1] == [ADD, "100.000", "90.000", "110.000", "5.000", ADD, "80.000", "72.000", "88.000", "4.000",
                        "-20.00", "exact"]  # fmt: skip
     assert rows[4][5:] == ["", "", "", "", "", "REMOVED", "removed"]
@@ -314,8 +318,8 @@ def test_cli_all_llm_files_and_missing_base(tmp_path, capsys):
 
 
 def test_sheet_names_are_valid():
-    assert compare.sheet_name("Base1-New2 [a/b]: x?*") == "Base1-New2 _a_b__ x__"
-    assert len(compare.sheet_name("Base123456789-New123456789 (100%)")) == 31
+    assert output.sheet_name("Base1-New2 [a/b]: x?*") == "Base1-New2 _a_b__ x__"
+    assert len(output.sheet_name("Base123456789-New123456789 (100%)")) == 31
 
 
 def test_end_to_end_two_runs_of_one_trace(data_dir, tmp_path, capsys):

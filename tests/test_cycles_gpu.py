@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 import gpuan
-from gpuan.cycles import detect, distinct_patterns
-from gpuan.cycles.csvfile import render
 from gpuan.engine import CPU, gpu_available, select
+from gpuan.outputs.cycles import render_csv
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +17,8 @@ def gpu():
 
 
 def _csvs(trace, engine) -> list[str]:
-    return [render(p) for p in distinct_patterns(detect(trace, engine=engine))]
+    result = gpuan.cycles.analyse(trace, engine=engine)
+    return [render_csv(result, p["cycle"]) for p in result["patterns"].to_pylist()]
 
 
 def test_real_trace_same_bytes_on_gpu(gpu, data_dir):

@@ -15,12 +15,15 @@ import pytest
 
 import gpuan
 from gpuan.cycles import detect, periods
-from gpuan.cycles.csvfile import read, render
 from gpuan.cycles.detect import Pick, _outer_cycles, cover, detect_sequence
 from gpuan.cycles.patterns import Pattern, SequenceCycles, distinct_patterns
 from gpuan.cycles.periods import idle_before
 from gpuan.cycles.sequence import Sequence, is_comm_name, sequences
 from gpuan.cycles.signature import signature
+from gpuan.cycles.tables import build
+from gpuan.outputs.cycles import render_csv
+from gpuan.result import Result
+from gpuan.trace.cycle_csv import read_cycle_csv
 from gpuan.trace.schema import SCHEMA
 from gpuan.trace.table import Trace, build_table, dict_column
 
@@ -192,14 +195,20 @@ def test_position_stats_against_numpy():
         assert again[0][j] == len(d) and again[1][j] == d.sum()
 
 
+def render(seq, seg) -> str:
+    """The cycle CSV of `seg`'s outer cycle, as ``gpuan cycles -o`` writes it."""
+    result = Result("cycles", build([SequenceCycles(seq, [seg])], [], {}), {})
+    return render_csv(result, 0)
+
+
 def test_csv_round_trip(tmp_path):
     ids = np.tile(np.arange(25, dtype=np.int32), 4)
     s = seq_of(ids, dur=np.arange(100, dtype=np.int64) * 1000 + 1234)
     (seg,) = detect_sequence(s)
     p = Pattern(s, 0, "cycle", seg.cycle)
     path = tmp_path / "c.csv"
-    path.write_text(render(p))
-    back = read(path)
+    path.write_text(render(s, seg))
+    back = read_cycle_csv(path)
     stats = p.stats()
     assert back.iterations == 4 and back.rows.kernel_name.tolist() == stats.kernel_name.tolist()
     assert np.allclose(back.rows.avg_duration_us, stats.avg_duration_us.round(3))
@@ -400,8 +409,8 @@ def test_awkward_names_round_trip_through_the_csv(tmp_path):
     s = Sequence(s.kind, s.rank, s.device, s.group, s.streams, np.array(names, object), s.ids, s.ts, s.dur)
     (seg,) = detect_sequence(s)
     path = tmp_path / "c.csv"
-    path.write_text(render(Pattern(s, 0, "cycle", seg.cycle)), encoding="utf-8")
-    assert read(path).rows.kernel_name.tolist() == names
+    path.write_text(render(s, seg), encoding="utf-8")
+    assert read_cycle_csv(path).rows.kernel_name.tolist() == names
     assert csv.field_size_limit() == 128 << 10  # left as it was
 
 

@@ -1,49 +1,19 @@
-"""The per-position cycle CSV that uplifter writes and reads (with or without its ``#`` metadata rows)."""
+"""Reading the per-position cycle CSV that ``gpuan cycles -o`` and uplifter write (with or without its ``#``
+metadata rows), and finding the cycle CSVs of one ``gpuan cycles -o BASE`` run (``gpuan compare --all``)."""
 
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
-from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
-from gpuan.cycles.patterns import STAT_COLUMNS, Pattern
 from gpuan.errors import TraceError
+from gpuan.trace.inputs import CycleTable
 
-
-@dataclass(frozen=True)
-class CycleTable:
-    """A cycle CSV read back: per-position rows plus the metadata rows (0 where absent)."""
-
-    path: str
-    rows: pd.DataFrame
-    iterations: int = 0
-    avg_cycle_us: float = 0.0
-
-
-def render(pattern: Pattern) -> str:
-    """Return the CSV text of a pattern: metadata rows, a blank line, header, one row per position."""
-    stats = pattern.stats()
-    times = pattern.instance_times()
-    total_us = float(times.busy_ns.sum()) / 1e3
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["# Cycle Statistics"])
-    w.writerow(["# Iterations", pattern.cycle.repetitions])
-    w.writerow(["# Kernels per cycle", pattern.cycle.length])
-    w.writerow(["# Avg cycle time (us)", f"{total_us / pattern.cycle.repetitions:.3f}"])
-    w.writerow(["# Total time (us)", f"{total_us:.3f}"])
-    w.writerow([])
-    w.writerow(STAT_COLUMNS)
-    for r in stats.itertuples(index=False):
-        w.writerow([
-            r.index, r.kernel_name, f"{r.avg_duration_us:.3f}", f"{r.min_duration_us:.3f}",
-            f"{r.max_duration_us:.3f}", f"{r.stddev_us:.3f}", r.count, f"{r.pct_of_cycle:.4f}",
-        ])  # fmt: skip
-    return buf.getvalue()
+__all__ = ["CycleTable", "cycle_files", "read_cycle_csv"]
 
 
 def _number(text: str) -> float | None:
@@ -55,11 +25,8 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def read(path: str | os.PathLike) -> CycleTable:
-    """Read a cycle CSV written by gpuan or uplifter (old files without ``#`` rows too).
-
-    Needs the ``kernel_name`` and ``avg_duration_us`` columns; min/max/stddev default to 0.
-    """
+def _records(path: str | os.PathLike) -> list[tuple[int, list[str]]]:
+    """Return the CSV records of `path` with their line numbers; a file that cannot be read is a TraceError."""
     name = str(path)
     limit = csv.field_size_limit()
     try:
@@ -67,17 +34,27 @@ def read(path: str | os.PathLike) -> CycleTable:
             # a kernel name may be longer than the csv module's field limit (128 KiB); none is longer than the file
             csv.field_size_limit(max(limit, os.fstat(f.fileno()).st_size))
             reader = csv.reader(f)
-            records = [(reader.line_num, rec) for rec in reader]
+            return [(reader.line_num, rec) for rec in reader]
     except (OSError, UnicodeDecodeError) as e:
         raise TraceError(name, f"cannot read: {getattr(e, 'strerror', None) or e}") from None
     except csv.Error as e:
         raise TraceError(name, f"not a CSV file: {e}") from None
     finally:
         csv.field_size_limit(limit)
+
+
+def read_cycle_csv(path: str | os.PathLike) -> CycleTable:
+    """Return the cycle CSV at `path` (written by gpuan or uplifter; old files without ``#`` rows too) as a
+    :class:`CycleTable`.
+
+    Needs the ``kernel_name`` and ``avg_duration_us`` columns; min/max/stddev default to 0. A file that is
+    no such CSV, or has a short row or a duration that is not a number, raises :class:`TraceError`.
+    """
+    name = str(path)
     meta: dict[str, str] = {}
     header = None
     rows = []
-    for line, rec in records:
+    for line, rec in _records(path):
         if not rec or not any(rec):
             continue
         if rec[0].startswith("#"):
@@ -113,3 +90,17 @@ def read(path: str | os.PathLike) -> CycleTable:
     iterations = _number(meta.get("Iterations", "")) or 0
     avg_cycle = _number(meta.get("Avg cycle time (us)", "")) or 0.0
     return CycleTable(name, pd.DataFrame(out), int(iterations), float(avg_cycle))
+
+
+def cycle_files(base: str) -> list[str]:
+    """Return the cycle CSVs of a ``gpuan cycles -o BASE`` run: ``BASE_cycle_1.csv``, ``_2``, ... up to the
+    first missing one, else the ``BASE_prefill.csv`` / ``BASE_decode.csv`` that exist; none is a
+    :class:`TraceError` naming `base`."""
+    files = []
+    while Path(f"{base}_cycle_{len(files) + 1}.csv").is_file():
+        files.append(f"{base}_cycle_{len(files) + 1}.csv")
+    if not files:
+        files = [f for f in (f"{base}_prefill.csv", f"{base}_decode.csv") if Path(f).is_file()]
+    if not files:
+        raise TraceError(base, f"no cycle CSVs: neither {base}_cycle_1.csv nor {base}_prefill/decode.csv exists")
+    return files

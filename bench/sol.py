@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers of the benchmarks)
 
 from gpuan import devices, engine  # noqa: E402
-from gpuan.sol.calibrate import best_seconds  # noqa: E402
+from gpuan.devices.calibrate import best_seconds  # noqa: E402
 from gpuan.sol.costs import Call, cost  # noqa: E402
 from gpuan.sol.roofs import datasheet, peak_key  # noqa: E402
 from gpuan.sol.score import OPS_SCHEMA, score_ops  # noqa: E402

@@ -134,13 +134,13 @@ def test_unknown_gpu_says_calibrate_or_nearest_known(tmp_path, capsys, trace, na
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("gpuan: error: ") and str(path) in err
     assert f"no peak rates for {name}" in err and "gpuan sol calibrate" in err and "--ceilings measured" in err
-    suggested = re.search(r'--device "([^"]+)"', err).group(1)
+    suggested = re.search(r'--gpu "([^"]+)"', err).group(1)
     near = devices.lookup(suggested)
     # nearest: same vendor and the compute capability / gfx target the trace recorded
     assert near.vendor == ("AMD" if name.startswith("AMD") else "NVIDIA")
     assert near.compute_capability == (props["computeMajor"], props["computeMinor"])
     # and the suggestion works
-    assert main(["sol", str(path), "--device", suggested, "--top", "1"]) == 0
+    assert main(["sol", str(path), "--gpu", suggested, "--top", "1"]) == 0
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data (the real traces) is absent")
@@ -148,15 +148,15 @@ def test_unknown_gpu_scores_on_its_measured_ceilings(tmp_path):
     path, props = _renamed_trace(tmp_path, "kineto/a100_triton_example.json.gz", "NVIDIA Future GPU 9000")
     ceilings = tmp_path / "ceilings.json"
     ceilings.write_text(json.dumps({props["name"]: {"flops": {"vector:fp32": 1e13}, "memory_bandwidth": 1e12}}))
-    roofs = roofs_for({"device_properties": [props]}, None, "measured", str(ceilings), str(path))
+    roofs = roofs_for({"device_properties": [props]}, str(path), ceilings="measured", ceilings_file=str(ceilings))
     assert (roofs.kind, roofs.flops, roofs.memory_bandwidth) == ("measured", {"vector:fp32": 1e13}, 1e12)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data (the real traces) is absent")
 @pytest.mark.parametrize("typed, expected", [("RTX 3080", "GeForce RTX 3090"), ("H10O", "H100 SXM5")])
 def test_unknown_device_name_suggests_the_closest(capsys, typed, expected):
-    assert main(["sol", str(DATA / "kineto/a100_triton_example.json.gz"), "--device", typed]) == 2
+    assert main(["sol", str(DATA / "kineto/a100_triton_example.json.gz"), "--gpu", typed]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"unknown device {typed!r}; closest known: " in err
+    assert len(err.splitlines()) == 1 and f"gpuan: error: --gpu: unknown device {typed!r}; closest known: " in err
     closest = err.split("closest known: ")[1].split(";")[0].split(", ")
     assert closest[0] == expected and set(closest) <= set(devices.names())

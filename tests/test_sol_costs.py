@@ -259,7 +259,9 @@ def test_out_variant_counts_its_output_once():
 
 def test_signature_table_is_pytorchs():
     pytest.importorskip("torch", reason="the table is generated from PyTorch's schemas")
-    assert SIGNATURES == generate(modelled_names())
+    generated = generate(modelled_names())
+    # on a new PyTorch, the message is the table to paste into gpuan/sol/schemas.py
+    assert SIGNATURES == generated, "\n".join(f"    {name!r}: {kinds!r}," for name, kinds in generated.items())
 
 
 def test_hierarchical_l2_roof_reads_only_the_non_resident_bytes_from_dram():

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the live tracker needs PyTorch (the test command installs the CPU build)")
 nn, F = torch.nn, torch.nn.functional
 
-from gpuan.sol.calibrate import measure_cpu  # noqa: E402
-from gpuan.sol.live import Tracker  # noqa: E402
+from gpuan.capture.live import Tracker  # noqa: E402
+from gpuan.devices.calibrate import measure_cpu  # noqa: E402
 from gpuan.sol.roofs import Roofs  # noqa: E402
 
 
@@ -63,6 +63,11 @@ def test_tracker_report_and_counts(cpu_roofs):
     text = tracker.report(top=3)
     for part in ("device cpu (measured roofs)", "by layer type", "Linear", "Embedding", "prefill", "decode"):
         assert part in text
+    # the same Result a trace's analyse gives: the layer types are the tracked modules
+    result = tracker.result()
+    assert result.analysis == "sol" and result.summary["device"] == "cpu" and result.summary["on_cpu"]
+    assert {"Linear", "Embedding", "LayerNorm"} <= set(result.to_pandas("by_layer_type").layer)
+    assert set(result.to_pandas("by_phase").phase) == {"prefill", "decode"}
 
 
 def test_tracker_is_silent_while_torch_compile_traces(cpu_roofs):

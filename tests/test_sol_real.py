@@ -81,7 +81,7 @@ def test_scores_are_never_above_one(data_dir, capsys, name, device):
     assert (modelled.estimated_ns > 0).all() and (modelled.flops >= 0).all()
     # every GPU activity is in one op's row: the ops' summed time covers the GPU's busy time
     assert 0 < scored.modelled_share <= 1 and ops.measured_ns.sum() == scored.op_ns >= scored.busy_ns
-    assert main(["sol", path, *(["--device", device] if device else []), "--top", "3"]) == 0
+    assert main(["sol", path, *(["--gpu", device] if device else []), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert f"modelled {scored.modelled_share:.1%} of op time" in out and "shares are of op time" in out
     for section in ("by layer type", "by function", "by phase", "top 3 ops by lost time"):
@@ -123,7 +123,7 @@ def test_calibrate_cpu_saves_measured_ceilings(cpu_ceilings):
 
 def test_cpu_trace_by_phase_has_prefill_and_decode(data_dir, capsys, cpu_ceilings):
     path = str(data_dir / "kineto/cpu_tiny_lm_prefill_decode.json.gz")
-    args = ["sol", path, "--device", "cpu", "--ceilings-file", str(cpu_ceilings), "--format", "json"]
+    args = ["sol", path, "--cpu", "--ceilings-file", str(cpu_ceilings), "--format", "json"]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
     phases = doc["by_phase"]
@@ -134,7 +134,7 @@ def test_cpu_trace_by_phase_has_prefill_and_decode(data_dir, capsys, cpu_ceiling
     trace = load(path)
     ann = trace.of_kind("annotation").to_pandas()
     ranges = {n: (r.ts, r.ts + r.dur) for n, r in ann.set_index("name").iterrows() if n in ("prefill", "decode")}
-    ops = score(trace, "cpu", ceilings_file=str(cpu_ceilings)).ops.to_pandas()
+    ops = score(trace, cpu=True, ceilings_file=str(cpu_ceilings)).ops.to_pandas()
     for phase, (lo, hi) in ranges.items():
         inside = ops[ops.phase == phase]
         assert len(inside) and ((inside.ts >= lo) & (inside.ts <= hi)).all()
@@ -162,19 +162,30 @@ def test_outputs(data_dir, tmp_path, capsys):
 @pytest.mark.parametrize(
     "trace, extra, message",
     [
-        ("kineto/sampled_128rank_rank0.json.gz", [], "the trace records no device; pass --device, one of"),
-        ("kineto/mi250_minitoy_train_rocm.json.gz", ["--device", "Z100"], "unknown device 'Z100'; closest known: "),
+        ("kineto/sampled_128rank_rank0.json.gz", [], "the trace records no device; pass --gpu, one of"),
+        ("kineto/mi250_minitoy_train_rocm.json.gz", ["--gpu", "Z100"], "--gpu: unknown device 'Z100'; closest known: "),
+        ("kineto/mi250_minitoy_train_rocm.json.gz", ["--gpu", "cpu"], "pass --cpu to score against this machine's"),
+        ("kineto/mi250_minitoy_train_rocm.json.gz", ["--gpu", "H100", "--cpu"], "--gpu and --cpu"),
         ("kineto/mi250_minitoy_train_rocm.json.gz", ["--ceilings", "measured", "--ceilings-file", "{tmp}/none.json"],
          "no measured ceilings for 'MI250 GCD / MI210'"),
-        ("kineto/mi250_minitoy_train_rocm.json.gz", ["-o", "{tmp}/ops.txt"], "unknown table format"),
+        ("kineto/mi250_minitoy_train_rocm.json.gz", ["-o", "{tmp}/ops.txt"], "-o {tmp}/ops.txt: unknown table format"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(data_dir, tmp_path, capsys, trace, extra, message):
     extra = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    message = message.replace("{tmp}", str(tmp_path))
     assert main(["sol", str(data_dir / trace), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("gpuan: error: ") and message in err
     assert not list(tmp_path.glob("ops*"))
+
+
+def test_a_gpu_given_to_device_points_to_gpu(data_dir, capsys):
+    # --device is the engine: a GPU model there is refused before any work, naming --gpu
+    with pytest.raises(SystemExit) as exit_:
+        main(["sol", str(data_dir / "kineto/mi250_minitoy_train_rocm.json.gz"), "--device", "H100"])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and "--gpu H100" in err
 
 
 def test_truncated_trace(data_dir, tmp_path, capsys):

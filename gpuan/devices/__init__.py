@@ -3,7 +3,7 @@ rates, memory bandwidth and last-level cache, each with its source (the tables a
 :mod:`gpuan.devices.nvidia` and :mod:`gpuan.devices.amd`).
 
 Analyses that need hardware facts (stream-overlap prediction, roofline scoring) take a :class:`GPU` from
-here, found by name (``--device``) or from a trace's ``deviceProperties``; a trace's own properties
+here, found by name (``--gpu``) or from a trace's ``deviceProperties``; a trace's own properties
 override the table's SM count and per-SM limits, because they describe the exact part that ran.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuan.devices import amd, nvidia
 from gpuan.devices.model import GPU, PCIE_X16
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 
 __all__ = ["GPU", "KNOWN", "find", "from_properties", "lookup", "names", "nearest", "of_trace", "suggestion"]
 
@@ -40,7 +40,7 @@ def _contains(key: str, alias: str) -> bool:
 
 
 def names() -> list[str]:
-    """Return the names of the known GPUs, as ``--device`` accepts them."""
+    """Return the names of the known GPUs, as ``--gpu`` accepts them."""
     return [g.name for g in KNOWN]
 
 
@@ -106,23 +106,22 @@ def _close_names(name: str, n: int = 3) -> list[GPU]:
 
 
 def suggestion(gpu: GPU) -> str:
-    """Return the ``--device`` a part without peak rates may be scored as, and why it is the nearest."""
+    """Return the ``--gpu`` a part without peak rates may be scored as, and why it is the nearest."""
     near = nearest(gpu.name, gpu.compute_capability, gpu.sms)
     cc = ".".join(map(str, near.compute_capability))
     why = f"{near.vendor} {near.arch} {near.segment}, compute capability {cc}, {near.sms} SMs"
-    return f'--device "{near.name}" (nearest known: {why})'
+    return f'--gpu "{near.name}" (nearest known: {why})'
 
 
-def lookup(name: str, source: str = "--device") -> GPU:
-    """Return the known GPU called `name`; raises :class:`TraceError` naming the closest known names (and
-    listing all) otherwise."""
+def lookup(name: str, source: str = "--gpu") -> GPU:
+    """Return the known GPU called `name`; raises :class:`UsageError` (a bad option value, given by
+    `source`) naming the closest known names (and listing all) otherwise."""
     gpu = find(name)
     if gpu is None:
         close = _close_names(name) or [nearest(name)]
-        raise TraceError(
-            source,
-            f"unknown device {name!r}; closest known: {', '.join(g.name for g in close)}; "
-            f"known devices: {', '.join(names())}",
+        raise UsageError(
+            f"{source}: unknown device {name!r}; closest known: {', '.join(g.name for g in close)}; "
+            f"known devices: {', '.join(names())}"
         )
     return gpu
 
@@ -178,7 +177,7 @@ def from_properties(props: dict[str, Any], source: str) -> GPU:
             raise TraceError(
                 source,
                 f"unknown device {props.get('name')!r} and its deviceProperties lack SM limits; pass "
-                f'--device "{near.name}" (the nearest known) or another of: {", ".join(names())}',
+                f'--gpu "{near.name}" (the nearest known) or another of: {", ".join(names())}',
             )
         return GPU(
             name, blocks_per_sm=32, copy_engines=2, link="PCIe (unknown generation)",

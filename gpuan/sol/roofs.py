@@ -1,21 +1,19 @@
 """The roofs an op is scored against: peak arithmetic rates per (unit, dtype) and memory bandwidth, from the
-datasheet table (:mod:`gpuan.devices`) or measured by ``gpuan sol calibrate`` and saved in a ceilings file.
+datasheet table (:mod:`gpuan.devices`) or measured by ``gpuan sol calibrate`` and saved in the ceilings file
+(:mod:`gpuan.devices.ceilings`, the one file besides its inputs that scoring consults: this machine's own
+measured facts, like the datasheet tables).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpuan import devices
-from gpuan.errors import TraceError
+from gpuan.devices.ceilings import CPU, ceilings_path, named_by, read_ceilings
+from gpuan.errors import TraceError, UsageError
 from gpuan.sol.costs import MATRIX_CATEGORIES
-
-#: the device name under which ``gpuan sol calibrate --cpu`` saves this machine's CPU ceilings
-CPU = "cpu"
 
 
 @dataclass(frozen=True)
@@ -33,54 +31,35 @@ class Roofs:
     l2_bandwidth: float = 0.0
 
 
-def ceilings_path() -> Path:
-    """Return where calibrated ceilings are kept: ``$GPUAN_CEILINGS`` or ``~/.cache/gpuan/ceilings.json``."""
-    env = os.environ.get("GPUAN_CEILINGS")
-    return Path(env) if env else Path.home() / ".cache" / "gpuan" / "ceilings.json"
-
-
-def read_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Return the saved ceilings, by device name ({} if there is no file yet)."""
-    path = Path(path) if path else ceilings_path()
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise TraceError(str(path), f"not a ceilings file ({e})") from None
-    if not isinstance(data, dict):
-        raise TraceError(str(path), "not a ceilings file (expected an object keyed by device)")
-    return data
-
-
-def datasheet(gpu: devices.GPU, source: str) -> Roofs:
+def datasheet(gpu: devices.GPU, source: str | None = None) -> Roofs:
     """Return the datasheet roofs of a known GPU; an error saying how to go on (calibrate it, or score it as
-    the nearest known device) if the table has no rates for it."""
+    the nearest known device) if the table has no rates for it: a :class:`TraceError` naming `source`, the
+    trace that recorded the GPU, or a :class:`UsageError` where the user named it (`source` None)."""
     if not gpu.flops or not gpu.memory_bandwidth:
-        raise TraceError(
-            source,
+        problem = (
             f"no peak rates for {gpu.name}; run `gpuan sol calibrate` on that GPU and score with --ceilings"
-            f" measured, or pass {devices.suggestion(gpu)}",
+            f" measured, or pass {devices.suggestion(gpu)}"
         )
+        raise UsageError(f"--gpu: {problem}") if source is None else TraceError(source, problem)
     keys = ("flops", "memory_bandwidth", "link_bandwidth", "l2_bandwidth")
     sources = {k: v for k, v in gpu.sources.items() if k in keys}
     l2 = (gpu.l2_bytes, gpu.l2_bandwidth) if gpu.l2_bandwidth else (0, 0.0)
     return Roofs(gpu.name, dict(gpu.flops), gpu.memory_bandwidth, gpu.link_bandwidth, "datasheet", sources, *l2)
 
 
-def measured(device: str, base: Roofs | None, path: str | os.PathLike | None, source: str) -> Roofs:
-    """Return the calibrated roofs of `device` (rates the calibration did not measure keep the datasheet
-    value of `base`); an error naming the command to run if it was never calibrated."""
+def measured(device: str, base: Roofs | None, path: str | os.PathLike | None = None) -> Roofs:
+    """Return the calibrated roofs of `device` from the ceilings file (`path`, else ``$GPUAN_CEILINGS`` or
+    the default: :mod:`gpuan.devices.ceilings`); rates the calibration did not measure keep the datasheet
+    value of `base`. A :class:`UsageError` naming the command to run if it was never calibrated."""
     saved = read_ceilings(path).get(device)
     if not saved:
-        where = path or ceilings_path()
         hint = "gpuan sol calibrate --cpu" if device == CPU else "gpuan sol calibrate (on that GPU)"
-        raise TraceError(source, f"no measured ceilings for {device!r} in {where}; run {hint}")
+        raise UsageError(f"no measured ceilings for {device!r} in {ceilings_path(path)}; run {hint}")
     flops = dict(base.flops if base else {}) | {k: float(v) for k, v in saved.get("flops", {}).items()}
     bandwidth = float(saved.get("memory_bandwidth") or (base.memory_bandwidth if base else 0))
     link = float(saved.get("link_bandwidth") or (base.link_bandwidth if base else bandwidth))
     if not flops or not bandwidth:
-        raise TraceError(source, f"the ceilings saved for {device!r} lack FLOP rates or bandwidth")
+        raise UsageError(f"{named_by(path)}: the ceilings saved for {device!r} lack FLOP rates or bandwidth")
     how = f"measured by gpuan sol calibrate on {saved.get('measured_at', '?')}"
     l2 = (base.l2_bytes, base.l2_bandwidth) if base else (0, 0.0)
     if saved.get("l2_bandwidth"):
@@ -88,25 +67,41 @@ def measured(device: str, base: Roofs | None, path: str | os.PathLike | None, so
     return Roofs(device, flops, bandwidth, link, "measured", {"flops": how, "memory_bandwidth": how}, *l2)
 
 
-def roofs_for(metadata: dict, device: str | None, ceilings: str, path: str | None, source: str) -> Roofs:
-    """Return the roofs to score a trace against: `device` by name (``--device``; "cpu" for this machine's
-    calibrated CPU), else the GPU the trace recorded; ``ceilings`` "datasheet" or "measured"."""
-    if device is not None and device.lower() == CPU:
-        return measured(CPU, None, path, "--device")
-    if device is not None:
-        gpu = devices.lookup(device)
+def roofs_for(
+    metadata: dict[str, Any],
+    source: str,
+    *,
+    gpu: str | None = None,
+    cpu: bool = False,
+    ceilings: str = "datasheet",
+    ceilings_file: str | os.PathLike | None = None,
+) -> Roofs:
+    """Return the roofs to score a trace (its `metadata`, read from `source`) against: the GPU named `gpu`
+    (``--gpu``), this machine's calibrated CPU (`cpu`, ``--cpu``), else the GPU the trace recorded;
+    `ceilings` "datasheet" or "measured" (from `ceilings_file`, see :func:`measured`)."""
+    if ceilings not in ("datasheet", "measured"):
+        raise UsageError(f"--ceilings {ceilings!r}: use datasheet or measured")
+    if gpu is not None and cpu:
+        raise UsageError("--gpu and --cpu: score against one of them, not both")
+    if gpu is not None and gpu.strip().lower() == CPU:
+        raise UsageError("--gpu cpu: a CPU is not a GPU; pass --cpu to score against this machine's calibrated CPU")
+    if cpu:
+        return measured(CPU, None, ceilings_file)
+    if gpu is not None:
+        known, named = devices.lookup(gpu), None
     else:
-        gpu = devices.of_trace(metadata, source)
-        if gpu is None:
+        known, named = devices.of_trace(metadata, source), source
+        if known is None:
             raise TraceError(
                 source,
-                "the trace records no device; pass --device, one of: " + ", ".join([*devices.names(), CPU]),
+                f"the trace records no device; pass --gpu, one of: {', '.join(devices.names())}; "
+                "or --cpu for this machine's calibrated CPU",
             )
     if ceilings == "measured":
         # a part the table has no rates for is scored on its calibrated ceilings alone
-        base = datasheet(gpu, source) if gpu.flops and gpu.memory_bandwidth else None
-        return measured(gpu.name, base, path, source)
-    return datasheet(gpu, source)
+        base = datasheet(known, named) if known.flops and known.memory_bandwidth else None
+        return measured(known.name, base, ceilings_file)
+    return datasheet(known, named)
 
 
 def peak_key(roofs: Roofs, category: str, dtype: str, tf32: bool = False) -> str | None:

@@ -6,9 +6,10 @@ so the call must first lose its outputs. The overload is found by the kinds of t
 :data:`SIGNATURES` lists, per operator the cost model knows and that has an out overload, the argument
 kinds of every overload (``T`` tensor, ``O`` optional tensor, ``L`` tensor list, ``S`` anything else,
 ``!`` an out tensor, ``*`` an out tensor list). It is generated from PyTorch's schemas
-(``python -m gpuan.sol.schemas`` prints it; tests check it against the installed PyTorch). Out arguments
-are keyword-only and always last. A call that no overload fits (a PyTorch whose schema had other
-arguments, a trace whose arguments are not the operator's) keeps all its arguments.
+(``tests/test_sol_costs.py`` checks it against the installed PyTorch and, where they differ, shows the
+lines to paste here). Out arguments are keyword-only and always last. A call that no overload fits (a
+PyTorch whose schema had other arguments, a trace whose arguments are not the operator's) keeps all its
+arguments.
 """
 
 from __future__ import annotations
@@ -259,8 +260,3 @@ def modelled_names() -> list[str]:
     from gpuan.sol.costs import MODELS
 
     return [f"aten::{k}{suffix}" for k in MODELS for suffix in ("", "_")]
-
-
-if __name__ == "__main__":
-    for name, signatures in generate(modelled_names()).items():
-        print(f"    {name!r}: {signatures!r},")

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.engine import Engine, current
+from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
 from gpuan.sol.costs import CATEGORIES, Call, Cost, cost
 from gpuan.sol.dtypes import dtype_of
@@ -107,18 +107,21 @@ class Scored:
 
 def score(
     trace: Trace,
-    device: str | None = None,
+    gpu: str | None = None,
     *,
+    cpu: bool = False,
     ceilings: str = "datasheet",
     ceilings_file: str | None = None,
     tf32: bool = False,
-    engine: Engine | None = None,
+    engine: Engine | str | None = None,
 ) -> Scored:
-    """Return every op of `trace` scored against the roofs of `device` (a known GPU name or "cpu"; default:
-    the GPU the trace recorded), using the datasheet peaks or the ``measured`` ceilings of
-    ``gpuan sol calibrate``. ``tf32`` scores FP32 matrix ops against TF32 tensor cores."""
+    """Return every op of `trace` scored against the roofs of the GPU named `gpu` (default: the GPU the
+    trace recorded), or with `cpu` against this machine's CPU as ``gpuan sol calibrate --cpu`` measured it;
+    `ceilings` "datasheet" peaks or the "measured" ceilings of ``gpuan sol calibrate`` (saved in
+    `ceilings_file`, see :mod:`gpuan.devices.ceilings`). `tf32` scores FP32 matrix ops against TF32 tensor
+    cores; `engine` as for :func:`gpuan.engine.resolve`."""
     source = str(trace.metadata.get("source", ""))
-    roofs = roofs_for(trace.metadata, device, ceilings, ceilings_file, source)
+    roofs = roofs_for(trace.metadata, source, gpu=gpu, cpu=cpu, ceilings=ceilings, ceilings_file=ceilings_file)
     found = trace_ops(trace)
     scored = score_ops(found.ops, roofs, tf32=tf32, resolution_ns=found.resolution_ns, engine=engine)
     return Scored(scored, roofs, found.busy_ns, source, found.on_cpu)
@@ -447,7 +450,12 @@ def efficiency(estimated_ns, measured_ns, xp=np, resolution_ns: float = 0) -> di
 
 
 def score_ops(
-    ops: pa.Table, roofs: Roofs, *, tf32: bool = False, resolution_ns: float = 0, engine: Engine | None = None
+    ops: pa.Table,
+    roofs: Roofs,
+    *,
+    tf32: bool = False,
+    resolution_ns: float = 0,
+    engine: Engine | str | None = None,
 ) -> pa.Table:
     """Return `ops` (:data:`OPS_SCHEMA`) with the score columns added: category, dtype, peak (the roof's
     key), flops, bytes, resident_bytes, intensity, estimated_ns, bound, efficiency, model_error, model_missing,
@@ -460,7 +468,7 @@ def score_ops(
     a mean or sum backward reads the gradient it expands once (:func:`expanded_bytes`). Costs are modelled
     once per distinct call (and TF32 use); every op gathers its call's values, and the roofline is whole-column
     arithmetic over the ops."""
-    engine = engine or current()
+    engine = resolve(engine)
     xp = engine.xp
     keys, uniques = _distinct_calls(ops)
     costs = _costs(uniques, _list_bpe(uniques))

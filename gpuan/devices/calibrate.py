@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuan.errors import TraceError
+from gpuan.devices.ceilings import CPU, ceilings_path, read_ceilings
+from gpuan.errors import UsageError
 from gpuan.outputs.files import make_dir, write_text
-from gpuan.sol.roofs import CPU, ceilings_path, read_ceilings
 
 #: CPU sizes: a copy well beyond the last-level cache, a product long enough to time
 CPU_COPY_BYTES, CPU_GEMM_N = 256 << 20, 1536
@@ -81,9 +81,9 @@ def measure_gpu(repeats: int = 10) -> tuple[str, dict]:
     try:
         import torch
     except ImportError:
-        raise TraceError("calibrate", "measuring a GPU needs PyTorch with CUDA; use --cpu for this CPU") from None
+        raise UsageError("calibrate: measuring a GPU needs PyTorch with CUDA; use --cpu for this CPU") from None
     if not torch.cuda.is_available():
-        raise TraceError("calibrate", "no CUDA GPU is visible; use --cpu to measure this CPU")
+        raise UsageError("calibrate: no CUDA GPU is visible; use --cpu to measure this CPU")
 
     def timed(fn) -> float:
         fn()
@@ -122,12 +122,13 @@ def measure_gpu(repeats: int = 10) -> tuple[str, dict]:
 
 def calibrate(cpu: bool = False, path: str | None = None) -> tuple[str, dict, Path]:
     """Measure this machine's CPU (`cpu`) or its GPU, save the ceilings under the device's name in the
-    ceilings file, and return (device name, ceilings, file)."""
+    ceilings file (`path`, else :func:`gpuan.devices.ceilings.ceilings_path`), and return (device name,
+    ceilings, file)."""
     from gpuan.devices import find
 
-    target = Path(path) if path else ceilings_path()
+    target = ceilings_path(path)
     make_dir(target.parent)  # before measuring: a place it cannot write is found in a second, not after a minute
-    saved = read_ceilings(target)
+    saved = read_ceilings(path)
     if cpu:
         name, result = CPU, measure_cpu()
     else:

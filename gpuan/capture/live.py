@@ -1,7 +1,7 @@
 """Live speed-of-light capture inside a PyTorch job (optional: needs ``torch``).
 
-    from gpuan.sol.live import Tracker
-    with Tracker(model, device="H100", report_every=100) as tracker:
+    from gpuan.capture.live import Tracker
+    with Tracker(model, gpu="H100", report_every=100) as tracker:
         for step, batch in enumerate(data):
             with tracker.phase("forward"):
                 loss = model(batch)
@@ -30,8 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan import devices
+from gpuan.result import Result
 from gpuan.sol.roofs import CPU, Roofs, datasheet, measured
 from gpuan.sol.score import OPS_SCHEMA, Scored, score_ops
+from gpuan.sol.sections import result
 
 _TYPE_NAMES = {
     "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
@@ -65,15 +67,17 @@ def _compiling_probe():
 class Tracker:
     """Records the matmul-family calls and tracked modules of a running model and scores them.
 
-    `device`: a known GPU name, "cpu" (this machine's CPU, calibrated with ``gpuan sol calibrate --cpu``),
-    or None for the current CUDA GPU if there is one, else "cpu"; `roofs` overrides it with explicit roofs;
-    `report_every`: print the report every that many :meth:`step` calls (0: never)."""
+    `gpu`: a known GPU name, or None for the current CUDA GPU if there is one, else this machine's CPU;
+    `cpu`: score against this machine's CPU (calibrated with ``gpuan sol calibrate --cpu``); `roofs`
+    overrides both with explicit roofs; `report_every`: print the report every that many :meth:`step` calls
+    (0: never)."""
 
     def __init__(
         self,
         model=None,
-        device: str | None = None,
+        gpu: str | None = None,
         *,
+        cpu: bool = False,
         roofs: Roofs | None = None,
         ceilings: str = "datasheet",
         ceilings_file: str | None = None,
@@ -83,7 +87,7 @@ class Tracker:
 
         self.model = model
         self.cuda = torch.cuda.is_available() and (model is None or any(p.is_cuda for p in model.parameters()))
-        self.roofs = roofs or self._roofs(device, ceilings, ceilings_file)
+        self.roofs = roofs or self._roofs(gpu, cpu, ceilings, ceilings_file)
         self.report_every = report_every
         self.records: list[tuple] = []  # (name, layer, phase, dims, types, concrete, start, end)
         self._phases: list[str] = []
@@ -92,16 +96,14 @@ class Tracker:
         self._steps = 0
         self._started = 0.0
 
-    def _roofs(self, device: str | None, ceilings: str, path: str | None) -> Roofs:
+    def _roofs(self, gpu: str | None, cpu: bool, ceilings: str, path: str | None) -> Roofs:
         import torch
 
-        if device is None:
-            device = torch.cuda.get_device_name() if self.cuda else CPU
-        if device.lower() == CPU:
-            return measured(CPU, None, path, "Tracker")
-        gpu = devices.lookup(device, "Tracker")
-        base = datasheet(gpu, "Tracker")
-        return measured(gpu.name, base, path, "Tracker") if ceilings == "measured" else base
+        if cpu or (gpu is None and not self.cuda):
+            return measured(CPU, None, path)
+        known = devices.lookup(gpu or torch.cuda.get_device_name(), "Tracker(gpu=)")
+        base = datasheet(known)
+        return measured(known.name, base, path) if ceilings == "measured" else base
 
     # --- recording ---------------------------------------------------------------------------------------
 
@@ -269,11 +271,16 @@ class Tracker:
         busy = max(time.perf_counter_ns() - self._started, 1)
         return Scored(ops, self.roofs, busy, "live tracker", on_cpu=not self.cuda)
 
+    def result(self, top: int = 50) -> Result:
+        """Return the recorded calls scored as ``gpuan.sol.analyse`` returns a trace's (`top`: rows of the
+        ``lost_time`` table)."""
+        return result(self.scored(), top)
+
     def report(self, top: int = 10) -> str:
         """Return the console report of what was recorded so far."""
-        from gpuan.sol.report import render
+        from gpuan.outputs.sol import text
 
-        return render(self.scored(), top=top)
+        return text(self.result(top), top=top)
 
 
 def _call_args(name: str, args: tuple, kwargs: dict) -> tuple:

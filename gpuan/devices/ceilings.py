@@ -1,0 +1,52 @@
+"""The ceilings file: the peak rates and bandwidths ``gpuan sol calibrate`` measured on this machine, by
+device name (``"cpu"`` for this machine's CPU), kept at ``$GPUAN_CEILINGS`` or
+``~/.cache/gpuan/ceilings.json``. Together with the datasheet tables of this package they are the
+hardware facts roofline scoring takes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gpuan.errors import UsageError
+
+#: the device name under which ``gpuan sol calibrate --cpu`` saves this machine's CPU ceilings
+CPU = "cpu"
+
+ENVIRONMENT = "GPUAN_CEILINGS"
+
+
+def ceilings_path(path: str | os.PathLike | None = None) -> Path:
+    """Return the ceilings file: `path` if given (``--ceilings-file``), else ``$GPUAN_CEILINGS``, else
+    ``~/.cache/gpuan/ceilings.json``."""
+    if path:
+        return Path(path)
+    env = os.environ.get(ENVIRONMENT)
+    return Path(env) if env else Path.home() / ".cache" / "gpuan" / "ceilings.json"
+
+
+def named_by(path: str | os.PathLike | None = None) -> str:
+    """Return how the user named the ceilings file, for messages: ``--ceilings-file F``,
+    ``GPUAN_CEILINGS=F`` or the default path."""
+    if path:
+        return f"--ceilings-file {path}"
+    env = os.environ.get(ENVIRONMENT)
+    return f"{ENVIRONMENT}={env}" if env else str(ceilings_path())
+
+
+def read_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Return the saved ceilings by device name ({} if there is no file yet); `path` as for
+    :func:`ceilings_path`. A file that is not a ceilings file is a :class:`UsageError` naming the option or
+    environment variable that pointed at it."""
+    target = ceilings_path(path)
+    if not target.exists():
+        return {}
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{named_by(path)}: not a ceilings file ({e})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{named_by(path)}: not a ceilings file (expected an object keyed by device)")
+    return data

@@ -1,0 +1,35 @@
+"""``gpuan.sol.analyse``: the one-contract entry of speed-of-light scoring."""
+
+from __future__ import annotations
+
+from gpuan.engine import Engine
+from gpuan.result import Result
+from gpuan.sol.score import score
+from gpuan.sol.sections import result
+from gpuan.trace.table import Trace
+
+#: rows of the ``lost_time`` table by default (the XLSX output's "top lost" sheet shows as many)
+LOST_ROWS = 50
+
+
+def analyse(
+    trace: Trace,
+    *,
+    engine: Engine | str | None = None,
+    gpu: str | None = None,
+    cpu: bool = False,
+    ceilings: str = "datasheet",
+    ceilings_file: str | None = None,
+    tf32: bool = False,
+    top: int = LOST_ROWS,
+) -> Result:
+    """Score every op of a loaded `trace` against the roofs of the GPU named `gpu` (default: the GPU the
+    trace recorded), or with `cpu` against this machine's CPU as ``gpuan sol calibrate --cpu`` measured it,
+    and return the Result: tables ``ops``, ``by_layer_type``, ``by_function``, ``by_phase``, ``lost_time``
+    (the `top` modelled ops losing the most time) and the summary of :func:`gpuan.sol.sections.result`.
+
+    `ceilings`: "datasheet" peaks or the "measured" ceilings saved by ``gpuan sol calibrate`` (in
+    `ceilings_file`, else ``$GPUAN_CEILINGS`` or ``~/.cache/gpuan/ceilings.json``); `tf32` scores FP32
+    matrix ops against TF32 tensor cores; `engine`: None, "cpu", "gpu", "auto" or an Engine."""
+    scored = score(trace, gpu, cpu=cpu, ceilings=ceilings, ceilings_file=ceilings_file, tf32=tf32, engine=engine)
+    return result(scored, top)

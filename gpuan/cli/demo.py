@@ -40,7 +40,8 @@ def run(args) -> int:
     if code:
         return code
     print()
-    from gpuan.sol import report, score
+    from gpuan.outputs.sol import text
+    from gpuan.sol import analyse
 
-    print(report.render(score(load(str(path))), top=5), end="")
+    print(text(analyse(load(str(path))), top=5), end="")
     return 0

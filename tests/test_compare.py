@@ -175,7 +175,7 @@ def fill(cell) -> str:
 def test_xlsx_layout(pair, tmp_path):
     base, new = map(read_cycle_csv, pair)
     out = tmp_path / "cmp.xlsx"
-    output.write_xlsx(out, compare.analyse(base, new))
+    output.write_xlsx(out, compare.analyse((base, new)))
     wb = openpyxl.load_workbook(out)
     assert wb.sheetnames == ["Comparison"]
     ws = wb["Comparison"]
@@ -208,7 +208,7 @@ def test_xlsx_layout(pair, tmp_path):
 def test_csv_output(pair, tmp_path):
     base, new = map(read_cycle_csv, pair)
     out = tmp_path / "cmp.csv"
-    output.write_csv(out, compare.analyse(base, new))
+    output.write_csv(out, compare.analyse((base, new)))
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     assert rows[0] == list(output.HEADERS)

@@ -41,13 +41,13 @@ def run(args) -> int:
         base_files, new_files = cycle_files(args.base), cycle_files(args.new)
         bases = [read_cycle_csv(f) for f in base_files]
         news = [read_cycle_csv(f) for f in new_files]
-        result = compare.analyse_runs(bases, news, mode=args.mode)
+        result = compare.analyse_runs((bases, news), mode=args.mode)
         if not result.summary["pairs"]:
             raise TraceError(
                 args.new, f"no cycle resembles one of {args.base} (similarity >= {compare.MIN_SIMILARITY:.0%})"
             )
     else:
-        result = compare.analyse(read_cycle_csv(args.base), read_cycle_csv(args.new), mode=args.mode)
+        result = compare.analyse((read_cycle_csv(args.base), read_cycle_csv(args.new)), mode=args.mode)
     if suffix == ".csv":
         output.write_csv(args.output, result)
     else:

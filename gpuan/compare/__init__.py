@@ -1,9 +1,10 @@
 """Comparing two cycles kernel by kernel (``gpuan compare``): two cycle tables, or every cycle of two runs.
 
-``analyse(base, new)`` pairs the kernels of two cycle tables (loaded by
-:func:`gpuan.trace.cycle_csv.read_cycle_csv`); ``analyse_runs(bases, news)`` first pairs the cycles of
-two ``gpuan cycles -o`` runs by the similarity of their time shares per kernel signature, then the
-kernels of each pair. Both return a :class:`~gpuan.result.Result` with the tables
+``analyse((base, new))`` pairs the kernels of two cycle tables (loaded by
+:func:`gpuan.trace.cycle_csv.read_cycle_csv`); ``analyse_runs((bases, news))`` first pairs the cycles of
+two ``gpuan cycles -o`` runs (their files listed by :func:`gpuan.trace.cycle_csv.cycle_files`) by the
+similarity of their time shares per kernel signature, then the kernels of each pair. Both return a
+:class:`~gpuan.result.Result` with the tables
 
 - ``kernels``: one row per kernel pair: ``pair`` (row of ``cycles``), ``base_kernel``, ``base_avg``,
   ``base_min``, ``base_max``, ``base_std``, the same for ``new_``, ``change_pct``, ``match_type``
@@ -85,8 +86,11 @@ def _check_mode(mode: str) -> None:
         raise UsageError(f"unknown compare mode {mode!r}; choose one of {', '.join(MODES)}")
 
 
-def analyse(base: CycleTable, new: CycleTable, *, engine: Engine | str | None = None, mode: str = "align") -> Result:
-    """Return the kernel-by-kernel comparison of two cycle tables as a Result ``compare`` (tables
+def analyse(
+    tables: tuple[CycleTable, CycleTable], *, engine: Engine | str | None = None, mode: str = "align"
+) -> Result:
+    """Return the kernel-by-kernel comparison of two cycle tables, `tables` = (baseline, new), as a Result
+    ``compare`` (tables
     ``kernels`` and ``cycles``, one row; see the module docstring). `mode` is ``align`` (best rotation,
     then longest common subsequence of signatures) or ``match`` (by name, then by signature).
 
@@ -95,6 +99,7 @@ def analyse(base: CycleTable, new: CycleTable, *, engine: Engine | str | None = 
     length. The pairing runs on the CPU whatever `engine` is (it is checked all the same)."""
     resolve(engine)
     _check_mode(mode)
+    base, new = tables
     frame = pair_kernels(base, new, mode)
     row = _cycle_row(0, 0, 0, base, new, similarity(base, new), frame)
     summary = {"mode": mode, "pairs": 1, **{kind: row[kind] for kind in MATCH_TYPES}}
@@ -102,14 +107,18 @@ def analyse(base: CycleTable, new: CycleTable, *, engine: Engine | str | None = 
                    cycle_change_pct=row["change_pct"])  # fmt: skip
     if mode == "align":
         summary.update(rotation=row["rotation"], common=row["common"])
-    tables = {"kernels": _kernels_table([frame]), "cycles": pa.Table.from_pylist([row], schema=_CYCLE_SCHEMA)}
-    return Result("compare", tables, summary)
+    out = {"kernels": _kernels_table([frame]), "cycles": pa.Table.from_pylist([row], schema=_CYCLE_SCHEMA)}
+    return Result("compare", out, summary)
 
 
 def analyse_runs(
-    bases: Sequence[CycleTable], news: Sequence[CycleTable], *, engine: Engine | str | None = None, mode: str = "align"
+    runs: tuple[Sequence[CycleTable], Sequence[CycleTable]],
+    *,
+    engine: Engine | str | None = None,
+    mode: str = "align",
 ) -> Result:
-    """Return the comparison of every cycle of two runs as a Result ``compare``: the cycles paired by
+    """Return the comparison of every cycle of two runs, `runs` = (the baseline's cycle tables, the new
+    run's), as a Result ``compare``: the cycles paired by
     :func:`pair_cycles` (most similar first, none below :data:`MIN_SIMILARITY`), then each pair's kernels
     as :func:`analyse` does (tables ``kernels`` and ``cycles``: one row per pair, none when no cycle
     resembles another).
@@ -118,6 +127,7 @@ def analyse_runs(
     without a partner)."""
     resolve(engine)
     _check_mode(mode)
+    bases, news = runs
     pairs = pair_cycles(bases, news)
     frames, rows = [], []
     for pair, (i, j, score) in enumerate(pairs):

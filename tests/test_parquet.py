@@ -116,3 +116,31 @@ def test_damaged_gpuan_parquet_is_one_error(tmp_path, change, words):
     bad = _rewritten(good, tmp_path / "bad.parquet", **change)
     with pytest.raises(TraceError, match=words):
         assert gpuan.load(bad).flows.num_rows >= 0  # the flows are read on first use
+
+
+def test_the_cache_directory_variable(tmp_path, monkeypatch):
+    from gpuan.errors import UsageError
+
+    monkeypatch.setenv("GPUAN_CACHE_DIR", str(tmp_path))
+    assert parquet.cache_path("/runs/a.json.gz") == tmp_path / "a.json.gz.gpuan.parquet"
+    monkeypatch.setenv("GPUAN_CACHE_DIR", "")
+    assert str(parquet.cache_path("/runs/a.json.gz")) == "/runs/a.json.gz.gpuan.parquet"
+    # a variable that names no directory is a usage error naming it, not a file error
+    for bad, why in ((tmp_path / "none", "does not exist"), (tmp_path / "f", "is not a directory")):
+        (tmp_path / "f").write_text("")
+        monkeypatch.setenv("GPUAN_CACHE_DIR", str(bad))
+        with pytest.raises(UsageError, match=f"GPUAN_CACHE_DIR: {bad} {why}"):
+            parquet.cache_path("/runs/a.json.gz")
+
+
+def test_bad_environment_variables_are_one_line_usage_errors(tmp_path, trace_copy):
+    import subprocess
+    import sys
+
+    for name, value in (("GPUAN_CACHE_DIR", str(tmp_path / "none")), ("GPUAN_THREADS", "0")):
+        env = {**os.environ, name: value}
+        r = subprocess.run(
+            [sys.executable, "-m", "gpuan", "convert", str(trace_copy)], capture_output=True, text=True, env=env
+        )
+        assert r.returncode == 2 and r.stderr.startswith(f"gpuan: error: {name}: ") and len(r.stderr.splitlines()) == 1
+    assert not list(tmp_path.glob("*.parquet"))

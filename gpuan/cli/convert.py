@@ -1,4 +1,7 @@
-"""``gpuan convert TRACE [-o X.parquet]``: write the Parquet cache of a trace."""
+"""``gpuan convert TRACE [-o X.parquet]``: write the Parquet cache of a trace.
+
+No analysis: the trace layer reads the trace and writes the file (:func:`gpuan.trace.parquet.write`),
+which later loads of the trace pick up while it is fresh."""
 
 from __future__ import annotations
 
@@ -19,16 +22,15 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from gpuan.cli.loading import load_trace
-    from gpuan.errors import TraceError
+    from gpuan.errors import UsageError
+    from gpuan.outputs.files import announce
     from gpuan.trace import parquet
 
-    trace = load_trace(args.trace, use_cache=False)
     source = Path(args.trace)
     out = Path(args.output) if args.output else parquet.cache_path(source)
     if out.exists() and out.samefile(source):
-        raise TraceError(out, "is the trace itself; name another output file")
-    from gpuan.outputs.files import announce
-
+        raise UsageError(f"{out}: is the trace itself; name another output file")
+    trace = load_trace(args.trace, use_cache=False)
     parquet.write(trace, out, source=source if source.is_file() else None)
     announce(out, f"{trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB")
     return 0

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 from gpuan.trace.schema import FLOW_SCHEMA, KINDS, SCHEMA
 from gpuan.trace.table import Trace, null_column
 
@@ -39,11 +39,19 @@ USE_THREADS = True
 
 
 def cache_path(source: str | os.PathLike) -> Path:
-    """Return where the Parquet cache of `source` lives: beside it, or in $GPUAN_CACHE_DIR."""
+    """Return where the Parquet cache of `source` lives: beside it, or in $GPUAN_CACHE_DIR. Raises
+    :class:`UsageError` if GPUAN_CACHE_DIR is set to anything but an existing directory."""
     source = Path(source)
     name = source.name + ".gpuan.parquet"
     cache_dir = os.environ.get("GPUAN_CACHE_DIR")
-    return Path(cache_dir) / name if cache_dir else source.with_name(name)
+    if not cache_dir:
+        return source.with_name(name)
+    # said once, for the variable, rather than as a missing cache on every load and a file that cannot
+    # be written on every convert
+    if not os.path.isdir(cache_dir):
+        why = "is not a directory" if os.path.exists(cache_dir) else "does not exist"
+        raise UsageError(f"GPUAN_CACHE_DIR: {cache_dir} {why}; it must name an existing directory")
+    return Path(cache_dir) / name
 
 
 def is_fresh(cache: Path, source: str | os.PathLike) -> bool:

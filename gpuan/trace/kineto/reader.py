@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import mapped_empty
 from gpuan.trace.source import ByteSource, open_bytes
@@ -48,12 +48,12 @@ STRING_FIELDS = frozenset(
 
 def thread_count() -> int:
     """Return the number of scanner threads: GPUAN_THREADS, else the cores this process may use. Raises
-    :class:`TraceError` if GPUAN_THREADS is set to anything but a whole number of at least 1."""
+    :class:`UsageError` if GPUAN_THREADS is set to anything but a whole number of at least 1."""
     env = os.environ.get("GPUAN_THREADS", "").strip()
     if not env:
         return len(os.sched_getaffinity(0))
     if not env.isdigit() or int(env) < 1:
-        raise TraceError("GPUAN_THREADS", f"must be a whole number of at least 1, not {env!r}")
+        raise UsageError(f"GPUAN_THREADS: must be a whole number of at least 1, not {env!r}")
     return int(env)
 
 

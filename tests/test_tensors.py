@@ -21,15 +21,19 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from gpuan.cli import main
 from gpuan.engine import gpu_available
-from gpuan.errors import TraceError
-from gpuan.synth.kineto import tensors as st
-from gpuan.tensors import Options, analyze
+from gpuan.errors import TraceError, UsageError
+from gpuan.outputs.tensors import check_detail
+from gpuan.result import Result
+from gpuan.synth import tensors as st
+from gpuan.tensors import REPORT_TABLES, analyse
 from gpuan.trace.gguf_map import layout_problems, read_gguf, units
 from gpuan.trace.gguf_names import component_of, layer_of
+from gpuan.trace.tensor_inputs import load_tensor_inputs
 from gpuan.trace.tensorlog import open_log, open_writer, windows
 from gpuan.trace.tensorlog.read import used_entries
 from gpuan.trace.tensorlog.sides import read_buffers, read_names
@@ -39,6 +43,16 @@ WIDTH = {"seed64": 64, "packed64": 64, "op256": 256, "op1024": 1024}
 NONE64 = (1 << 64) - 1
 EXPERTS = 4
 TOKENS = 16
+
+
+def analyze(log, gguf, names=None, buffers=None, log_format="auto", engine=None, **options) -> Result:
+    """Load the files (:func:`load_tensor_inputs`) and analyse them; return the Result."""
+    return analyse(load_tensor_inputs(log, gguf, names, buffers, log_format), engine=engine, **options)
+
+
+def checks(result: Result) -> dict[str, dict]:
+    """The Result's checks by name, each with the sentence the report prints as its ``detail``."""
+    return {c["check"]: {**c, "detail": check_detail(c)} for c in result.summary["checks"]}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -347,8 +361,44 @@ def test_synthetic_log_against_stories260k(stories, tmp_path, fmt):
     a = analyze(log, stories)
     acc = join(read_entries(log, fmt), parse_gguf(stories))
     exp = expected(acc)
-    assert_tables_match(a.tables, exp)
-    assert a.scanned.outside == 0 and (a.tables["tensors"]["accesses"] > 0).sum() == 48
+    assert_tables_match(a.to_pandas(), exp)
+    assert checks(a)["offsets"]["accesses"] == 0 and (a.to_pandas("tensors")["accesses"] > 0).sum() == 48
+
+
+def test_analyse_returns_a_result_of_arrow_tables(stories, tmp_path):
+    """The contract on the real model: ``analyse(load_tensor_inputs(...))`` is a Result of Arrow tables (the
+    report's, then the views the HTML draws) and a summary of plain values, the checks among them."""
+    log = tmp_path / "stories.log"
+    st.write_log(log, read_gguf(stories), "op256", tokens=4, capacity=2048)
+    inputs = load_tensor_inputs(log, stories)
+    assert inputs.log.format == "op256" and inputs.model.path == str(stories) and inputs.names is None
+    result = analyse(inputs, engine="cpu", max_points=50)
+    assert isinstance(result, Result) and result.analysis == "tensors"
+    views = ["sample", "timeline", "time_offset", "thread_time"]
+    assert list(result.tables) == [*REPORT_TABLES, *views]
+    assert all(isinstance(table, pa.Table) for table in result.tables.values())
+    frames = result.to_pandas()
+    assert list(frames) == list(result.tables) and all(isinstance(f, pd.DataFrame) for f in frames.values())
+    tensors = result.to_pandas("tensors")
+    assert len(tensors) == 48 and (tensors["accesses"] > 0).all()
+    assert tensors["accesses"].sum() == result.summary["weight_accesses"]
+    assert 0 < len(result.to_pandas("sample")) <= 50 and len(result.to_pandas("timeline")) == 600
+    s = result.summary
+    assert (s["log"], s["log_format"], s["engine"]) == (str(log), "op256", "cpu")
+    assert (s["model_tensors"], s["tokens"]) == (48, 4)
+    assert s["entries"] < s["capacity"] == 2048 and s["overflow"] == 0
+    assert [c["check"] for c in s["checks"]] == ["timestamps", "offsets", "layout", "capacity"]
+    assert all(c["ok"] for c in s["checks"])
+    assert json.loads(json.dumps(s)) == s  # plain values only
+    with pytest.raises(KeyError, match="tensors has no table 'nope'"):
+        result.to_pandas("nope")
+
+
+def test_analyse_refuses_unknown_options_and_formats(moe):
+    with pytest.raises(UsageError, match="unknown option\\(s\\) max_point; the options are time_bins"):
+        analyze(moe["logs"]["seed64"], moe["gguf"], max_point=10)
+    with pytest.raises(UsageError, match="unknown log format 'seed128'"):
+        load_tensor_inputs(moe["logs"]["seed64"], moe["gguf"], log_format="seed128")
 
 
 @pytest.mark.parametrize("experts,alignment", [(EXPERTS, 64), (0, None)])
@@ -402,13 +452,13 @@ def test_analysis_matches_raw_entries(moe, fmt):
     a = analyze(log, moe["gguf"])
     acc = join(read_entries(log, fmt), moe["parsed"])
     exp = expected(acc)
-    assert a.scanned.log.format == fmt
-    assert a.scanned.accesses == len(acc)
+    assert a.summary["log_format"] == fmt
+    assert a.summary["accesses"] == len(acc)
     assert len(exp["experts"]) == 2 * EXPERTS  # every expert of both layers was used
-    assert_tables_match(a.tables, exp)
-    assert exp["outside"] == 0 == a.scanned.outside
-    checks = {c.name: c for c in a.checks}
-    assert checks["offsets"].ok and checks["layout"].ok and checks["timestamps"].ok
+    assert_tables_match(a.to_pandas(), exp)
+    assert exp["outside"] == 0 == checks(a)["offsets"]["accesses"]
+    found = checks(a)
+    assert found["offsets"]["ok"] and found["layout"]["ok"] and found["timestamps"]["ok"]
 
 
 def test_whole_expert_entries_go_to_their_slice(moe, tmp_path):
@@ -424,11 +474,11 @@ def test_whole_expert_entries_go_to_their_slice(moe, tmp_path):
     assert {a["slice"] for a in whole} == set(range(EXPERTS))
     a = analyze(log, moe["gguf"])
     exp = expected(acc)
-    assert_tables_match(a.tables, exp)
-    sliced = analyze(moe["logs"]["seed64"], moe["gguf"]).tables
+    assert_tables_match(a.to_pandas(), exp)
+    sliced = analyze(moe["logs"]["seed64"], moe["gguf"]).to_pandas()
     # the same counts as the log that names each slice directly (timestamps differ: sizes differ)
     for name, cols in (("tensors", ["name", "accesses", "bytes_accessed", "tokens"]), ("experts", None)):
-        pd.testing.assert_frame_equal(a.tables[name][cols or slice(None)], sliced[name][cols or slice(None)])
+        pd.testing.assert_frame_equal(a.to_pandas(name)[cols or slice(None)], sliced[name][cols or slice(None)])
 
 
 def _append_entries(log: Path, offsets: list[int]) -> None:
@@ -471,18 +521,19 @@ def test_offsets_outside_every_tensor_are_counted(tmp_path, where):
     exp = expected(acc)
     assert exp["outside"] == len(offsets)
     a = analyze(log, path)
-    assert a.scanned.outside == len(offsets)
-    assert a.scanned.outside_bytes == 8 * len(offsets)
-    check = {c.name: c for c in a.checks}["offsets"]
-    assert not check.ok
-    assert check.detail.startswith(f"{len(offsets)} access(es), {8 * len(offsets)} bytes")
+    assert checks(a)["offsets"]["accesses"] == len(offsets)
+    assert checks(a)["offsets"]["bytes"] == 8 * len(offsets)
+    check = checks(a)["offsets"]
+    assert not check["ok"]
+    assert check["detail"].startswith(f"{len(offsets)} access(es), {8 * len(offsets)} bytes")
     for off in offsets if where != "huge" else ():
-        assert f"0x{off:x}" in check.detail
-    assert_tables_match(a.tables, exp)
+        assert f"0x{off:x}" in check["detail"]
+    assert_tables_match(a.to_pandas(), exp)
     # the pre-binned file-offset view: every file access binned, offsets beyond the file in the last bin
-    ob = a.scanned.options.offset_bins
+    ob = a.summary["offset_bins"]
     bins = Counter(min(x["offset"] * ob // p["size"], ob - 1) for x in acc if x["offset"] >= 0)
-    assert list(a.scanned.time_offset.sum(axis=0)) == [bins[i] for i in range(ob)]
+    per_bin = a.to_pandas("time_offset").groupby("offset_bin")["accesses"].sum()
+    assert list(per_bin.reindex(range(ob), fill_value=0)) == [bins[i] for i in range(ob)]
 
 
 def test_intermediates_named_by_pointer(moe, tmp_path):
@@ -496,15 +547,15 @@ def test_intermediates_named_by_pointer(moe, tmp_path):
     exp = expected(acc)
     assert "(unnamed)" not in exp["intermediates"] and len(exp["intermediates"]) == len(tpl.names)
     a = analyze(log, moe["gguf"], names=names_csv)
-    assert_tables_match(a.tables, exp)
-    i = a.tables["intermediates"]
+    assert_tables_match(a.to_pandas(), exp)
+    i = a.to_pandas("intermediates")
     assert {"cache_k_l0", "Qcur-1", "result_output"} <= set(i["name"])
     comp = dict(zip(i["name"], i["component"], strict=True))
     assert comp["cache_v_l1"] == "kv_cache" and comp["kq-0"] == "activations"
-    check = {c.name: c for c in a.checks}["name table"]
-    assert check.ok, check.detail
+    check = checks(a)["name table"]
+    assert check["ok"], check["detail"]
     # without the table, every intermediate of a 64-byte log is unnamed
-    plain = analyze(log, moe["gguf"]).tables["intermediates"]
+    plain = analyze(log, moe["gguf"]).to_pandas("intermediates")
     assert list(plain["name"]) == ["(unnamed)"]
     assert plain["accesses"].iloc[0] == sum(v[0] for v in exp["intermediates"].values())
 
@@ -516,9 +567,10 @@ def test_name_table_with_relative_offsets_is_flagged(moe, tmp_path):
     path = tmp_path / "rel.csv"
     table.to_csv(path, index=False)
     a = analyze(moe["logs"]["seed64"], moe["gguf"], names=path)
-    check = {c.name: c for c in a.checks}["name table"]
-    assert not check.ok
-    assert check.detail.startswith(f"{int(weights.sum())} offset(s) differ from the GGUF file's (relative to the data")
+    check = checks(a)["name table"]
+    assert not check["ok"]
+    relative = f"{int(weights.sum())} offset(s) differ from the GGUF file's (relative to the data"
+    assert check["detail"].startswith(relative)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -543,14 +595,14 @@ def test_explicit_wrong_64_byte_format_gives_implausible_offsets(moe, fmt, wrong
     # an explicit format is taken as given: the file offsets come from the wrong bytes, and the offsets
     # check says so
     path = moe["logs"][fmt]
-    a = analyze(path, moe["gguf"], format=wrong)
+    a = analyze(path, moe["gguf"], log_format=wrong)
     acc = join(read_entries(path, wrong), moe["parsed"])
     exp = expected(acc)
-    assert a.scanned.log.format == wrong
+    assert a.summary["log_format"] == wrong
     assert exp["outside"] > len(acc) // 2
-    assert a.scanned.outside == exp["outside"]
-    assert not {c.name: c for c in a.checks}["offsets"].ok
-    assert_tables_match(a.tables, exp)
+    assert checks(a)["offsets"]["accesses"] == exp["outside"]
+    assert not checks(a)["offsets"]["ok"]
+    assert_tables_match(a.to_pandas(), exp)
 
 
 def test_sizes_empty_and_garbage_files(moe, tmp_path):
@@ -596,9 +648,9 @@ def test_ambiguous_64_byte_log_needs_a_format(moe, tmp_path):
         open_log(path, file_bytes=moe["model"].file_bytes)
     log = open_log(path, "seed64")
     assert (log.format, log.entries, log.capacity) == ("seed64", 200, 200)
-    a = analyze(path, moe["gguf"], format="packed64")
-    assert a.scanned.accesses == 200 and a.tables["tensors"]["accesses"].sum() == 0
-    assert a.tables["intermediates"]["accesses"].sum() == 200
+    a = analyze(path, moe["gguf"], log_format="packed64")
+    assert a.summary["accesses"] == 200 and a.to_pandas("tensors")["accesses"].sum() == 0
+    assert a.to_pandas("intermediates")["accesses"].sum() == 200
 
 
 @pytest.mark.parametrize("fmt", ["packed64", "op256"])
@@ -618,17 +670,17 @@ def test_zero_tail_of_a_presized_log(moe, tmp_path, fmt):
     for k in (0, 1, 2, 7, len(mm)):  # the binary search on shorter prefixes
         assert used_entries(mm[:k]) == min(k, n)
     a = analyze(log, moe["gguf"])
-    check = {c.name: c for c in a.checks}["capacity"]
-    assert check.ok and check.detail == f"{n:,} of {n + 333:,} entries used"
-    pd.testing.assert_frame_equal(a.tables["tensors"], analyze(moe["logs"][fmt], moe["gguf"]).tables["tensors"])
+    check = checks(a)["capacity"]
+    assert check["ok"] and check["detail"] == f"{n:,} of {n + 333:,} entries used"
+    pd.testing.assert_frame_equal(a.to_pandas("tensors"), analyze(moe["logs"][fmt], moe["gguf"]).to_pandas("tensors"))
 
 
 def test_full_log_and_overflow_sidecar(moe, tmp_path):
     n = len(read_entries(moe["logs"]["seed64"], "seed64"))  # the uncapped log holds every entry offered
     full = analyze(moe["logs"]["seed64"], moe["gguf"])
-    check = {c.name: c for c in full.checks}["capacity"]
-    assert full.scanned.log.entries == full.scanned.log.capacity == n
-    assert not check.ok and check.detail == f"the log is full ({n:,} entries): later accesses may be missing"
+    check = checks(full)["capacity"]
+    assert full.summary["entries"] == full.summary["capacity"] == n
+    assert not check["ok"] and check["detail"] == f"the log is full ({n:,} entries): later accesses may be missing"
 
     cap = 500
     log = tmp_path / "small.log"
@@ -636,14 +688,14 @@ def test_full_log_and_overflow_sidecar(moe, tmp_path):
     meta = json.loads(Path(f"{log}.meta.json").read_text())
     assert meta == {"format": "seed64", "entry_bytes": 64, "capacity": cap, "written": cap, "overflow": n - cap}
     a = analyze(log, moe["gguf"])
-    assert a.scanned.log.overflow == n - cap and a.scanned.log.full
-    check = {c.name: c for c in a.checks}["capacity"]
-    assert not check.ok
-    assert check.detail == f"the writer dropped {n - cap:,} entries after the log filled ({cap:,} entries)"
+    assert a.summary["overflow"] == n - cap and a.summary["entries"] == cap
+    check = checks(a)["capacity"]
+    assert not check["ok"]
+    assert check["detail"] == f"the writer dropped {n - cap:,} entries after the log filled ({cap:,} entries)"
     # what was kept is the first `cap` entries
     acc = join(read_entries(log, "seed64"), moe["parsed"])
     assert len(acc) == cap
-    assert_tables_match(a.tables, expected(acc))
+    assert_tables_match(a.to_pandas(), expected(acc))
 
 
 @pytest.mark.parametrize(
@@ -686,12 +738,11 @@ def test_windows_are_bounded_memmaps_and_change_nothing(moe, fmt):
     del got
 
     one = analyze(path, moe["gguf"])
-    small = analyze(path, moe["gguf"], options=Options(rows=rows))
+    small = analyze(path, moe["gguf"], rows=rows)
     assert one.tables.keys() == small.tables.keys()
     for name in one.tables:
-        pd.testing.assert_frame_equal(small.tables[name], one.tables[name], obj=name)
-    assert small.checks == one.checks
-    assert small.scanned.accesses == one.scanned.accesses
+        pd.testing.assert_frame_equal(small.to_pandas(name), one.to_pandas(name), obj=name)
+    assert small.summary == one.summary
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -706,22 +757,22 @@ def test_cli_writes_tables_and_report(moe, tmp_path, capsys):
     assert "hottest tensors" in text and "checks" in text
     a = analyze(log, moe["gguf"])
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{k}.csv" for k in a.tables] + ["checks.csv", "report.html"]
+        [f"{k}.csv" for k in REPORT_TABLES] + ["checks.csv", "report.html"]
     )
     exp = expected(join(read_entries(log, "op1024"), moe["parsed"]))
     t = pd.read_csv(out / "tensors.csv")
     got = {r.name: (r.accesses, r.bytes_accessed, r.tokens) for r in t.itertuples() if r.accesses}
     assert got == exp["tensors"]
     checks = pd.read_csv(out / "checks.csv")
-    assert list(checks["check"]) == [c.name for c in a.checks]
+    assert list(checks["check"]) == [c["check"] for c in a.summary["checks"]]
 
     pq = tmp_path / "pq"
     assert main(["tensors", str(log), "--gguf", str(moe["gguf"]), "-o", str(pq), "--table-format", "parquet"]) == 0
     assert sorted(p.name for p in pq.iterdir()) == sorted(
-        [f"{k}.parquet" for k in a.tables] + ["checks.parquet", "report.html"]
+        [f"{k}.parquet" for k in REPORT_TABLES] + ["checks.parquet", "report.html"]
     )
     for name in ("tensors", "experts", "tokens", "hot_curve"):
-        pd.testing.assert_frame_equal(pd.read_parquet(pq / f"{name}.parquet"), a.tables[name], check_dtype=False)
+        pd.testing.assert_frame_equal(pd.read_parquet(pq / f"{name}.parquet"), a.to_pandas(name), check_dtype=False)
 
 
 def _never_touched(acc: list[dict], p: dict, page: int = 4096) -> int:
@@ -741,7 +792,7 @@ def _never_touched(acc: list[dict], p: dict, page: int = 4096) -> int:
 @pytest.mark.parametrize("fmt", ["seed64", "op1024"])
 def test_cli_json_numbers(moe, fmt, capsys):
     log = moe["logs"][fmt]
-    assert main(["tensors", str(log), "--gguf", str(moe["gguf"]), "--json", "--top", "5"]) == 0
+    assert main(["tensors", str(log), "--gguf", str(moe["gguf"]), "--format", "json", "--top", "5"]) == 0
     out = json.loads(capsys.readouterr().out)
     acc = join(read_entries(log, fmt), moe["parsed"])
     exp = expected(acc)
@@ -759,6 +810,28 @@ def test_cli_json_numbers(moe, fmt, capsys):
     ]
     assert [c["check"] for c in out["checks"]] == ["timestamps", "offsets", "layout", "capacity"]
     assert [c["ok"] for c in out["checks"]] == [True, True, True, False]
+
+
+@pytest.mark.parametrize(
+    "args,problem",
+    [
+        (["--format", "seed64"], "argument --format: 'seed64' is a log layout: give it with --log-format seed64"),
+        (["--format", "auto"], "argument --format: 'auto' is a log layout: give it with --log-format auto"),
+        (["--format", "xml"], "argument --format: invalid choice: 'xml' \\(choose from text, json\\)"),
+        (["--log-format", "seed128"], "argument --log-format: invalid choice: 'seed128'"),
+        (["--json"], "unrecognized arguments: --json"),
+    ],
+)
+def test_format_is_the_output_and_log_format_the_layout(moe, capsys, args, problem):
+    with pytest.raises(SystemExit) as e:
+        main(["tensors", str(moe["logs"]["seed64"]), "--gguf", str(moe["gguf"]), *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and re.search(problem, err), err
+
+
+def test_log_and_model_are_required(capsys):
+    assert main(["tensors", "--format", "json"]) == 2
+    assert capsys.readouterr().err == "gpuan: error: gpuan tensors needs a log and --gguf MODEL.gguf\n"
 
 
 def _bad_inputs(moe, tmp_path) -> list[tuple[str, list[str]]]:
@@ -781,7 +854,7 @@ def _bad_inputs(moe, tmp_path) -> list[tuple[str, list[str]]]:
     return [
         (str(cut), [log, "--gguf", str(cut)]),
         (str(text), [log, "--gguf", str(text)]),
-        (str(odd), [str(odd), "--gguf", model, "--format", "seed64"]),
+        (str(odd), [str(odd), "--gguf", model, "--log-format", "seed64"]),
         (str(names), [log, "--gguf", model, "--names", str(names)]),
         (str(events), [log, "--gguf", model, "--buffers", str(events)]),
         (str(tmp_path / "missing.log"), [str(tmp_path / "missing.log"), "--gguf", model]),
@@ -892,7 +965,7 @@ def test_garbage_entries_inside_a_log(moe, tmp_path, capsys):
         b[i * 64 : i * 64 + 64] = rng.bytes(64)
     log.write_bytes(bytes(b))
     first = next(i for i in bad if struct.unpack_from("<I", b, i * 64 + 8)[0] >= 1 << 20)
-    args = [str(log), "--gguf", str(moe["gguf"]), "--format", "seed64"]
+    args = [str(log), "--gguf", str(moe["gguf"]), "--log-format", "seed64"]
     _rejected(capsys, tmp_path, log, args, rf"entry {first:,} \(byte {first * 64:,}\): token_id [\d,]+ is not a token")
 
 
@@ -900,7 +973,7 @@ def test_last_token_position_is_accepted(moe, tmp_path):
     log = tmp_path / "far.log"
     shutil.copy(moe["logs"]["seed64"], log)
     _set_token(log, 5, (1 << 20) - 1, 64)
-    tokens = analyze(log, moe["gguf"]).tables["tokens"]
+    tokens = analyze(log, moe["gguf"]).to_pandas("tokens")
     assert tokens["token"].iloc[-1] == (1 << 20) - 1 and len(tokens) == TOKENS + 1
 
 
@@ -926,7 +999,7 @@ def test_top_zero_lists_no_tensors(moe, capsys):
     assert main([*args, "--max-points", "500000"]) == 0
     text = capsys.readouterr().out
     assert "hottest tensors" not in text and "components" in text
-    assert main([*args, "--json", "--max-points", "1"]) == 0
+    assert main([*args, "--format", "json", "--max-points", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["hottest"] == []
 
 
@@ -1119,9 +1192,9 @@ def test_buffer_events(moe, tmp_path):
     assert dict(in_use) == {"CPU": 300, "CUDA0": 800}
 
     a = analyze(moe["logs"]["seed64"], moe["gguf"], buffers=path)
-    m = a.tables["buffer_memory"]
+    m = a.to_pandas("buffer_memory")
     assert list(zip(m["timestamp_ms"], m["backend"], m["bytes_in_use"], strict=True)) == want
-    b = a.tables["buffers"].set_index("buffer_id")
+    b = a.to_pandas("buffers").set_index("buffer_id")
     assert sorted(b.index) == [1, 2, 3, 4, 5]
     freed = {e["buffer_id"]: e["timestamp_ms"] for e in events if e["event"] == "dealloc"}
     for e in events:
@@ -1210,10 +1283,9 @@ def test_gpu_engine_gives_the_cpu_tables(moe, fmt, tmp_path):
     if fmt == "seed64":
         names = tmp_path / "names.csv"
         st.names_table(moe["model"], st.template(moe["model"])).to_csv(names, index=False)
-    opts = Options(rows=97)
-    cpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, options=opts, engine=CPU)
-    on_gpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, options=opts, engine=gpu)
-    assert on_gpu.scanned.engine == "gpu"
+    cpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, rows=97, engine=CPU)
+    on_gpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, rows=97, engine=gpu)
+    assert on_gpu.summary["engine"] == "gpu"
     for name in cpu.tables:
-        pd.testing.assert_frame_equal(on_gpu.tables[name], cpu.tables[name], obj=name)
-    assert on_gpu.checks == cpu.checks
+        pd.testing.assert_frame_equal(on_gpu.to_pandas(name), cpu.to_pandas(name), obj=name)
+    assert {**on_gpu.summary, "engine": "cpu"} == cpu.summary

@@ -51,50 +51,54 @@ def late_states(
     message, listed on the receiving rank's process; the Late Receiver waits of this process's sends as
     ``PARTNER`` records (``enter`` the send's Enter, ``leave`` its Enter plus the wait); the fetcher used).
     Collective over all processes."""
-    sends = {r: c[c["kind"] == SEND] for r, c in calls_by_rank.items()}
-    recvs = {r: c[c["kind"] == RECV] for r, c in calls_by_rank.items()}
+    sends = {rank: calls[calls["kind"] == SEND] for rank, calls in calls_by_rank.items()}
+    recvs = {rank: calls[calls["kind"] == RECV] for rank, calls in calls_by_rank.items()}
     fetch_send = Fetcher(procs, owner, PARTNER)
     fetch_recv = Fetcher(procs, owner, PARTNER)
-    for r in calls_by_rank:
-        fetch_send.hold(r, _partner(sends[r], _keys(sends[r], SEND)))
-        fetch_recv.hold(r, _partner(recvs[r], _keys(recvs[r], RECV)))
+    for rank in calls_by_rank:
+        fetch_send.hold(rank, _partner(sends[rank], _keys(sends[rank], SEND)))
+        fetch_recv.hold(rank, _partner(recvs[rank], _keys(recvs[rank], RECV)))
 
     # the receiver's side asks for the sends; the sender's side asks for the receives: one round each,
     # entered by every process in the same order
-    rv = np.concatenate([recvs[r] for r in sorted(recvs)]) if recvs else np.zeros(0, CALL)
-    sd = np.concatenate([sends[r] for r in sorted(sends)]) if sends else np.zeros(0, CALL)
-    send_of_recv, has_send = fetch_send.fetch(rv["peer"], _keys(rv, RECV))
-    recv_of_send, has_recv = fetch_recv.fetch(sd["peer"], _keys(sd, SEND))
+    all_recvs = np.concatenate([recvs[r] for r in sorted(recvs)]) if recvs else np.zeros(0, CALL)
+    all_sends = np.concatenate([sends[r] for r in sorted(sends)]) if sends else np.zeros(0, CALL)
+    send_of_recv, has_send = fetch_send.fetch(all_recvs["peer"], _keys(all_recvs, RECV))
+    recv_of_send, has_recv = fetch_recv.fetch(all_sends["peer"], _keys(all_sends, SEND))
 
-    late_recv = np.zeros(sd.size, np.int64)
-    ok = has_recv & (sd["leave"] > recv_of_send["enter"])
-    late_recv[ok] = np.maximum(0, recv_of_send["enter"][ok] - sd["enter"][ok])
+    late_recv = np.zeros(all_sends.size, np.int64)
+    blocked = has_recv & (all_sends["leave"] > recv_of_send["enter"])
+    late_recv[blocked] = np.maximum(0, recv_of_send["enter"][blocked] - all_sends["enter"][blocked])
     # the receiver lists the message; the sender's Late Receiver reaches it by key
-    lr = np.zeros(sd.size, PARTNER)
-    lr["rank"], lr["key"], lr["enter"] = sd["peer"], _keys(sd, SEND), late_recv
-    got = procs.alltoallv(lr, owner[lr["rank"]].astype(np.int64))
-    held = {r: np.sort(got[got["rank"] == r], order="key") for r in calls_by_rank}
-    lr_of_recv, has_lr = lookup(held, rv["rank"], _keys(rv, RECV), PARTNER)
+    to_receiver = np.zeros(all_sends.size, PARTNER)
+    to_receiver["rank"], to_receiver["key"] = all_sends["peer"], _keys(all_sends, SEND)
+    to_receiver["enter"] = late_recv
+    got = procs.alltoallv(to_receiver, owner[to_receiver["rank"]].astype(np.int64))
+    held = {rank: np.sort(got[got["rank"] == rank], order="key") for rank in calls_by_rank}
+    late_recv_of_recv, has_late_recv = lookup(held, all_recvs["rank"], _keys(all_recvs, RECV), PARTNER)
 
-    m = np.zeros(int(has_send.sum()), MESSAGE)
-    v, s, lrv = rv[has_send], send_of_recv[has_send], lr_of_recv[has_send]
-    m["src"], m["dst"], m["tag"], m["seq"], m["nbytes"], m["step"] = (
-        v["peer"],
-        v["rank"],
-        v["tag"],
-        v["seq"],
-        v["nbytes"],
-        v["step"],
-    )
-    m["send_enter"], m["send_leave"], m["recv_enter"], m["recv_leave"] = s["enter"], s["leave"], v["enter"], v["leave"]
-    m["late_sender"] = np.maximum(0, np.minimum(s["enter"], v["leave"]) - v["enter"])
-    m["late_receiver"] = np.where(has_lr[has_send], lrv["enter"], 0)
-    waits = np.zeros(sd.size, PARTNER)
-    waits["rank"], waits["enter"], waits["leave"] = sd["rank"], sd["enter"], sd["enter"] + late_recv
-    return m, waits, fetch_send
+    messages = _messages(all_recvs[has_send], send_of_recv[has_send])
+    messages["late_receiver"] = np.where(has_late_recv[has_send], late_recv_of_recv[has_send]["enter"], 0)
+    send_waits = np.zeros(all_sends.size, PARTNER)
+    send_waits["rank"], send_waits["enter"] = all_sends["rank"], all_sends["enter"]
+    send_waits["leave"] = all_sends["enter"] + late_recv
+    return messages, send_waits, fetch_send
+
+
+def _messages(recvs: np.ndarray, sends: np.ndarray) -> np.ndarray:
+    """Return the :data:`MESSAGE` of each receive and its matching send (Late Receiver left 0)."""
+    messages = np.zeros(recvs.size, MESSAGE)
+    messages["src"], messages["dst"], messages["tag"] = recvs["peer"], recvs["rank"], recvs["tag"]
+    messages["seq"], messages["nbytes"], messages["step"] = recvs["seq"], recvs["nbytes"], recvs["step"]
+    messages["send_enter"], messages["send_leave"] = sends["enter"], sends["leave"]
+    messages["recv_enter"], messages["recv_leave"] = recvs["enter"], recvs["leave"]
+    messages["late_sender"] = np.maximum(0, np.minimum(sends["enter"], recvs["leave"]) - recvs["enter"])
+    return messages
 
 
 def _partner(calls: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    p = np.zeros(calls.size, PARTNER)
-    p["rank"], p["key"], p["enter"], p["leave"] = calls["rank"], keys, calls["enter"], calls["leave"]
-    return p
+    """Return the :data:`PARTNER` records of `calls` under their message keys."""
+    partners = np.zeros(calls.size, PARTNER)
+    partners["rank"], partners["key"] = calls["rank"], keys
+    partners["enter"], partners["leave"] = calls["enter"], calls["leave"]
+    return partners

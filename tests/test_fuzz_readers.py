@@ -973,8 +973,9 @@ def tensors_commands(case: Case):
         str(case.extra["log"]),
         "--gguf",
         str(_model_of(case)),
-        "--json",
         "--format",
+        "json",
+        "--log-format",
         case.extra["format"],
         "-o",
         str(case.workdir / "out"),
@@ -1001,7 +1002,7 @@ LOG_FORMATS = ("seed64", "packed64", "op256", "op1024")
 def _tensor_log_source(fmt: str) -> Path:
     """A small tensor-access log of `fmt` written against the real stories260K model (once per process)."""
     if fmt not in _LOGS:
-        from gpuan.synth.kineto import tensors as synth_tensors
+        from gpuan.synth import tensors as synth_tensors
         from gpuan.trace.gguf_map import read_gguf
 
         d = Path(tempfile.mkdtemp(prefix="gpuan-fuzz-log-"))
@@ -1071,12 +1072,13 @@ def tensorlog_truth(case: Case) -> dict:
 
 
 def tensorlog_api(case: Case) -> dict:
-    from gpuan.tensors import analyze
+    from gpuan.tensors import analyse
+    from gpuan.trace.tensor_inputs import load_tensor_inputs
 
     # the format is given, as a user who knows it would: auto-detection by plausibility is tested in
     # test_tensors.py, and one entry of a truncated op1024 log is a plausible op256 entry
-    a = analyze(case.extra["log"], _model_of(case), format=case.extra["format"])
-    return {"entries": a.scanned.log.entries, "accesses": a.scanned.accesses, "format": a.scanned.log.format}
+    s = analyse(load_tensor_inputs(case.extra["log"], _model_of(case), log_format=case.extra["format"])).summary
+    return {"entries": s["entries"], "accesses": s["accesses"], "format": s["log_format"]}
 
 
 READERS: dict[str, Reader] = {

@@ -230,11 +230,11 @@ class Tracker:
             import torch
 
             torch.cuda.synchronize()
-            durations = [int(s.elapsed_time(e) * 1e6) for *_, s, e in self.records]
+            durations = [int(start.elapsed_time(end) * 1e6) for *_, start, end in self.records]
             starts = np.zeros(len(self.records), np.int64)
         else:
-            durations = [e - s for *_, s, e in self.records]
-            starts = np.array([s for *_, s, _ in self.records], np.int64) - self._started
+            durations = [end - start for *_, start, end in self.records]
+            starts = np.array([start for *_, start, _ in self.records], np.int64) - self._started
         columns = list(zip(*self.records)) if self.records else [[]] * 8
         n = len(self.records)
         table = pa.table(

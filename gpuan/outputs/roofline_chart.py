@@ -3,6 +3,8 @@ op sized by its measured time; one self-contained HTML file (plotly.js inlined, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gpuan.outputs.files import replace_atomic
@@ -10,11 +12,14 @@ from gpuan.outputs.sol import efficiency_text
 from gpuan.result import Result
 from gpuan.sol.sections import frame
 
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
 #: beyond this many ops the chart keeps the ones with the most measured time (a browser stays responsive)
 MAX_POINTS = 200_000
 
 
-def figure(result: Result):
+def figure(result: Result) -> go.Figure:
     """Return the plotly Figure of the roofline chart of a ``gpuan.sol.analyse`` Result."""
     import plotly.graph_objects as go
 

@@ -74,20 +74,21 @@ def text(result: Result, top: int = 10, width: int | None = None) -> str:
 
 def _header(result: Result) -> list[str]:
     """The four lines above the tables: source, device and counts, busy and op time, shares."""
-    t = result.summary
-    busy = "top-level ops" if t["on_cpu"] else "union of its activity"
-    if t["overlap_ms"] >= 0:
-        gap = f"{duration(t['overlap_ms'] * 1e6)} of it overlapping"
+    facts = result.summary
+    busy = "top-level ops" if facts["on_cpu"] else "union of its activity"
+    if facts["overlap_ms"] >= 0:
+        gap = f"{duration(facts['overlap_ms'] * 1e6)} of it overlapping"
     else:
-        gap = f"{duration(-t['overlap_ms'] * 1e6)} less: busy in no scored op"
+        gap = f"{duration(-facts['overlap_ms'] * 1e6)} less: busy in no scored op"
     return [
-        t["source"],
-        f"device {t['device']} ({t['ceilings']} roofs)   ops {t['ops']:,}   modelled {t['modelled_ops']:,}   "
-        f"on the L2 roof {t['l2_ops']:,}   model errors {t['model_errors']}",
-        f"{'CPU' if t['on_cpu'] else 'GPU'} busy {duration(t['busy_ms'] * 1e6)} ({busy})   "
-        f"op time {duration(t['op_ms'] * 1e6)} (ops' times summed, {gap})",
-        f"shares are of op time   modelled {t['modelled_share']:.1%} of op time   "
-        f"estimated {duration(t['estimated_ms'] * 1e6)}",
+        facts["source"],
+        f"device {facts['device']} ({facts['ceilings']} roofs)   ops {facts['ops']:,}   "
+        f"modelled {facts['modelled_ops']:,}   on the L2 roof {facts['l2_ops']:,}   "
+        f"model errors {facts['model_errors']}",
+        f"{'CPU' if facts['on_cpu'] else 'GPU'} busy {duration(facts['busy_ms'] * 1e6)} ({busy})   "
+        f"op time {duration(facts['op_ms'] * 1e6)} (ops' times summed, {gap})",
+        f"shares are of op time   modelled {facts['modelled_share']:.1%} of op time   "
+        f"estimated {duration(facts['estimated_ms'] * 1e6)}",
     ]
 
 
@@ -140,7 +141,9 @@ def json_text(result: Result) -> str:
 
 
 def _records(table: pd.DataFrame) -> dict:
-    return {str(k): {c: (None if v != v else v) for c, v in row.items()} for k, row in table.to_dict("index").items()}
+    # NaN (no modelled op in the row) is JSON null
+    rows = table.to_dict("index")
+    return {str(key): {column: (None if v != v else v) for column, v in row.items()} for key, row in rows.items()}
 
 
 def check_table_path(path: str) -> None:

@@ -185,13 +185,16 @@ def conv_output(
 ):
     """Return the output shape [N, C_out, spatial...] of a convolution (PyTorch's arithmetic)."""
     nd = len(input_) - 2
-    s, p, d = (_expand(v, nd, dflt) for v, dflt in ((stride, 1), (padding, 0), (dilation, 1)))
+    strides, pads, dilations = (_expand(v, nd, dflt) for v, dflt in ((stride, 1), (padding, 0), (dilation, 1)))
     kernel = weight[2:]
     if transposed:
-        op = _expand(out_pad, nd, 0)
-        spatial = [(input_[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (kernel[i] - 1) + op[i] + 1 for i in range(nd)]
+        extra = _expand(out_pad, nd, 0)
+        spatial = [
+            (input_[2 + i] - 1) * strides[i] - 2 * pads[i] + dilations[i] * (kernel[i] - 1) + extra[i] + 1
+            for i in range(nd)
+        ]
         return [input_[0], weight[1] * groups, *spatial]
-    spatial = [(input_[2 + i] + 2 * p[i] - d[i] * (kernel[i] - 1) - 1) // s[i] + 1 for i in range(nd)]
+    spatial = [(input_[2 + i] + 2 * pads[i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(nd)]
     return [input_[0], weight[0], *spatial]
 
 

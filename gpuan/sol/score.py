@@ -342,8 +342,8 @@ def _distinct_calls(table: pa.Table, columns: tuple[str, ...] = _CALL_COLUMNS) -
     strings, or those of other `columns`). Done on dictionary codes, so 10M rows with a few thousand distinct
     calls take a hash pass."""
     codes, dictionaries = [], []
-    for c in columns:
-        col = table[c].combine_chunks()
+    for name in columns:
+        col = table[name].combine_chunks()
         if not pa.types.is_dictionary(col.type):
             col = col.dictionary_encode()
         indices = col.indices if col.null_count == 0 else col.indices.fill_null(-1)
@@ -352,12 +352,12 @@ def _distinct_calls(table: pa.Table, columns: tuple[str, ...] = _CALL_COLUMNS) -
     sizes = [len(d) + 1 for d in dictionaries]
     if np.prod(np.array(sizes, dtype=np.float64)) < 2**62:
         key = codes[0]
-        for c, s in zip(codes[1:], sizes[1:]):
-            key = key * s + c
+        for code, size in zip(codes[1:], sizes[1:]):
+            key = key * size + code
         inverse, unique_keys = pd.factorize(key)
         parts = []
-        for s in reversed(sizes[1:]):
-            unique_keys, rest = np.divmod(unique_keys, s)
+        for size in reversed(sizes[1:]):
+            unique_keys, rest = np.divmod(unique_keys, size)
             parts.append(rest)
         parts.append(unique_keys)
         parts.reverse()
@@ -480,14 +480,17 @@ def score_ops(
     cat_u = np.full(2 * n_u, CATEGORIES.index("unmodelled"), np.int32)
     dtype_u = np.full(2 * n_u, -1, np.int32)
     peak_u = np.full(2 * n_u, -1, np.int32)
-    for i, c in enumerate(costs):
+    for i, modelled in enumerate(costs):
+        if modelled is None:
+            continue
         for variant in (0, 1):
-            key = None if c is None else peak_key(roofs, c.category, c.dtype, tf32 or bool(variant))
+            key = peak_key(roofs, modelled.category, modelled.dtype, tf32 or bool(variant))
             if key is None:
                 continue
             j = 2 * i + variant
-            f_u[j], b_u[j] = c.flops, c.bytes
-            cat_u[j], dtype_u[j], peak_u[j] = CATEGORIES.index(c.category), dtypes.index(c.dtype), peak_names.index(key)
+            f_u[j], b_u[j] = modelled.flops, modelled.bytes
+            cat_u[j], dtype_u[j] = CATEGORIES.index(modelled.category), dtypes.index(modelled.dtype)
+            peak_u[j] = peak_names.index(key)
     rates = np.array([roofs.flops[k] for k in peak_names] + [np.nan])
 
     on_tf32 = _bools(ops, "tf32")
@@ -608,15 +611,16 @@ def resident_bytes(
     if not has.size:
         return out
     # one int per distinct (call before, its caller, this call): a trace repeats few of them
-    u, c = len(tensors), len(caller_tensors)
-    triple = (keys[previous[has]] * c + caller_keys[previous[has]]) * u + keys[has]
+    n_calls, n_callers = len(tensors), len(caller_tensors)
+    triple = (keys[previous[has]] * n_callers + caller_keys[previous[has]]) * n_calls + keys[has]
     unique_triples, which = np.unique(triple, return_inverse=True)
-    before, caller, this = unique_triples // (c * u), unique_triples // u % c, unique_triples % u
+    before = unique_triples // (n_callers * n_calls)
+    caller, this = unique_triples // n_calls % n_callers, unique_triples % n_calls
     # every tensor key as an int; a (call, key) pair as one int, to test membership with searchsorted
     sig: dict = {}
 
     def pairs(owners) -> np.ndarray:
-        codes = [o * (1 << 32) + sig.setdefault(k, len(sig)) for o, owned in owners for k in owned]
+        codes = [owner * (1 << 32) + sig.setdefault(k, len(sig)) for owner, owned in owners for k in owned]
         return np.unique(np.array(codes, np.int64))
 
     touched = pairs((i, t[0].keys()) for i, t in enumerate(tensors))

@@ -75,13 +75,12 @@ def child(kind: str, log: str, model: str) -> None:
         counts = np.bincount(i[(i >= 0) & (off >= 0)], minlength=len(starts))
         out = {"seconds": time.perf_counter() - t, "accesses": int(counts.sum())}
     else:
-        from gpuan.engine import select
-        from gpuan.tensors import analyze
+        from gpuan.tensors import analyse
+        from gpuan.trace.tensor_inputs import load_tensor_inputs
 
-        select(kind)
-        a = analyze(log, model)
-        out = {"seconds": time.perf_counter() - t, "accesses": a.scanned.accesses,
-               "weight_accesses": int(a.tables["tensors"]["accesses"].sum())}  # fmt: skip
+        result = analyse(load_tensor_inputs(log, model), engine=kind)
+        out = {"seconds": time.perf_counter() - t, "accesses": result.summary["accesses"],
+               "weight_accesses": result.summary["weight_accesses"]}  # fmt: skip
     # the kernel's peak for this process image (ru_maxrss of a child also counts its parent's peak)
     with open("/proc/self/status") as f:
         out["peak_rss"] = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))

@@ -118,11 +118,11 @@ def _devices(trace: Trace) -> list[dict]:
     agents = trace.metadata.get("device_agents") or {}
     used = pc.unique(trace.events["device"]).to_pylist()
     out = []
-    for d in sorted(x for x in used if x is not None):
-        p = props.get(d, {})
-        agent = agents.get("agents", {}).get(str(d))
+    for device in sorted(x for x in used if x is not None):
+        known = props.get(device, {})
+        agent = agents.get("agents", {}).get(str(device))
         out.append({
-            "id": d, "name": _text_or_none(p.get("name")), "sms": _int_or_none(p.get("numSms")),
+            "id": device, "name": _text_or_none(known.get("name")), "sms": _int_or_none(known.get("numSms")),
             "rocm_agent": _int_or_none(agent), "mapped_by": None if agent is None else _text_or_none(agents["basis"]),
         })  # fmt: skip
     return out
@@ -143,17 +143,17 @@ def _int_or_none(value: object) -> int | None:
 def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
     """Return per (rank, device, stream) of the GPU activity rows: events, kernels, kernel time, and busy
     time (the union of their kernel, memcpy and memset intervals)."""
-    g = gpu.filter(pc.is_valid(gpu["ts"])).select(["rank", "device", "stream", "kind", "ts", "dur"])
-    if g.num_rows == 0:
+    rows = gpu.filter(pc.is_valid(gpu["ts"])).select(["rank", "device", "stream", "kind", "ts", "dur"])
+    if rows.num_rows == 0:
         return []
     null = NULL64
-    keys = np.stack([g[c].cast(pa.int64()).fill_null(null).to_numpy() for c in ("rank", "device", "stream")], 1)
+    keys = np.stack([rows[c].cast(pa.int64()).fill_null(null).to_numpy() for c in ("rank", "device", "stream")], 1)
     uniq, gid = np.unique(keys, axis=0, return_inverse=True)
     gid = gid.ravel()
     n_groups = uniq.shape[0]
-    ts = g["ts"].to_numpy()
-    end = ts + g["dur"].fill_null(0).to_numpy()
-    is_kernel = pc.equal(g["kind"].combine_chunks().dictionary_decode(), "kernel").to_numpy(zero_copy_only=False)
+    ts = rows["ts"].to_numpy()
+    end = ts + rows["dur"].fill_null(0).to_numpy()
+    is_kernel = pc.equal(rows["kind"].combine_chunks().dictionary_decode(), "kernel").to_numpy(zero_copy_only=False)
     busy = engine.to_host(busy_time(engine.asarray(gid), engine.asarray(ts), engine.asarray(end), n_groups, engine))
     n_events = np.bincount(gid, minlength=n_groups)
     n_kernels = np.bincount(gid[is_kernel], minlength=n_groups)
@@ -167,15 +167,15 @@ def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
     return out
 
 
-def _top_kernels(k: pa.Table, top: int) -> list[dict]:
+def _top_kernels(kernels: pa.Table, top: int) -> list[dict]:
     """Return the `top` kernels of the kernel rows by total time: name, count, total, mean, and share of
     kernel time."""
-    if k.num_rows == 0:
+    if kernels.num_rows == 0:
         return []
-    t = pa.table({"name": k["name"].combine_chunks().dictionary_decode(), "dur": k["dur"].fill_null(0)})
-    agg = t.group_by("name", use_threads=False).aggregate([("dur", "sum"), ("dur", "count")])
+    named = pa.table({"name": kernels["name"].combine_chunks().dictionary_decode(), "dur": kernels["dur"].fill_null(0)})
+    agg = named.group_by("name", use_threads=False).aggregate([("dur", "sum"), ("dur", "count")])
     agg = agg.sort_by([("dur_sum", "descending"), ("name", "ascending")])
-    total = int(pc.sum(t["dur"]).as_py() or 0)
+    total = int(pc.sum(named["dur"]).as_py() or 0)
     out = []
     for row in agg.slice(0, top).to_pylist():
         out.append(

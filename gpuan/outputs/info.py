@@ -14,23 +14,24 @@ def document(result: Result) -> dict[str, Any]:
     """Return the Result as the JSON document ``gpuan info --format json`` prints: the summary's numbers
     with each table as a list of rows (``per_kind`` as a mapping of kind to events; a device's ROCm agent
     only where it has one)."""
-    s = result.summary
+    summary = result.summary
     devices = []
-    for d in result["devices"].to_pylist():
-        agent = {"rocm_agent": d["rocm_agent"], "mapped_by": d["mapped_by"]} if d["rocm_agent"] is not None else {}
-        devices.append({"id": d["id"], "name": d["name"], "sms": d["sms"], **agent})
+    for device in result["devices"].to_pylist():
+        mapped = device["rocm_agent"] is not None
+        agent = {"rocm_agent": device["rocm_agent"], "mapped_by": device["mapped_by"]} if mapped else {}
+        devices.append({"id": device["id"], "name": device["name"], "sms": device["sms"], **agent})
     return {
-        "source": s["source"],
-        "format": s["format"],
-        "events": s["events"],
-        "flows": s["flows"],
-        "per_kind": {r["kind"]: r["events"] for r in result["kinds"].to_pylist()},
+        "source": summary["source"],
+        "format": summary["format"],
+        "events": summary["events"],
+        "flows": summary["flows"],
+        "per_kind": {row["kind"]: row["events"] for row in result["kinds"].to_pylist()},
         "other_categories": result["other_categories"].to_pylist(),
-        "ranks": s["ranks"],
+        "ranks": summary["ranks"],
         "devices": devices,
-        "span_ns": s["span_ns"],
-        "start_ns": s["start_ns"],
-        "end_ns": s["end_ns"],
+        "span_ns": summary["span_ns"],
+        "start_ns": summary["start_ns"],
+        "end_ns": summary["end_ns"],
         "streams": result["streams"].to_pylist(),
         "top_kernels": result["top_kernels"].to_pylist(),
     }
@@ -44,10 +45,12 @@ def emit(result: Result, fmt: str = "text") -> None:
         print_text(result)
 
 
-def _device(d: dict) -> str:
+def _device(device: dict) -> str:
     """A device as the text summary names it: index, name, and the ROCm agent id its events carry."""
-    text = f"{d['id']} {d['name'] or '(no name in the trace)'}"
-    return text + (f" (ROCm agent {d['rocm_agent']}: {d['mapped_by']})" if d["rocm_agent"] is not None else "")
+    text = f"{device['id']} {device['name'] or '(no name in the trace)'}"
+    if device["rocm_agent"] is None:
+        return text
+    return text + f" (ROCm agent {device['rocm_agent']}: {device['mapped_by']})"
 
 
 def print_text(result: Result) -> None:
@@ -56,15 +59,16 @@ def print_text(result: Result) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    s = result.summary
+    summary = result.summary
     con = Console()
-    ranks = ", ".join(str(r) for r in s["ranks"]) or "-"
-    con.print(f"[bold]{s['source']}[/bold]  ({s['format']})")
-    con.print(f"events {s['events']:,}   flows {s['flows']:,}   ranks {ranks}   span {duration(s['span_ns'])}")
+    ranks = ", ".join(str(rank) for rank in summary["ranks"]) or "-"
+    con.print(f"[bold]{summary['source']}[/bold]  ({summary['format']})")
+    counts = f"events {summary['events']:,}   flows {summary['flows']:,}"
+    con.print(f"{counts}   ranks {ranks}   span {duration(summary['span_ns'])}")
     con.print(_kinds_table(result))
     devices = result["devices"].to_pylist()
     if devices:
-        con.print(escape("devices: " + ", ".join(_device(d) for d in devices)))
+        con.print(escape("devices: " + ", ".join(_device(device) for device in devices)))
     if result["streams"].num_rows:
         con.print(_streams_table(result))
     if result["top_kernels"].num_rows:
@@ -84,8 +88,8 @@ def _kinds_table(result: Result):
         table.add_column("other: what the category holds")
     for row in result["kinds"].to_pylist():
         table.add_row(row["kind"], f"{row['events']:,}")
-    for c in others:
-        table.add_row(escape(f"  {c['category']}"), f"{c['events']:,}", c["what"] or "not analysed")
+    for other in others:
+        table.add_row(escape(f"  {other['category']}"), f"{other['events']:,}", other["what"] or "not analysed")
     return table
 
 
@@ -95,13 +99,13 @@ def _streams_table(result: Result):
 
     span = result.summary["span_ns"]
     table = Table(title="GPU streams", title_justify="left")
-    for c in ("rank", "device", "stream", "kernels", "kernel ms", "busy ms", "busy %"):
-        table.add_column(c, justify="right")
-    for r in result["streams"].to_pylist():
-        busy_pct = 100 * r["busy_ns"] / span if span else 0
+    for column in ("rank", "device", "stream", "kernels", "kernel ms", "busy ms", "busy %"):
+        table.add_column(column, justify="right")
+    for row in result["streams"].to_pylist():
+        busy_pct = 100 * row["busy_ns"] / span if span else 0
         table.add_row(
-            str(r["rank"] if r["rank"] is not None else "-"), str(r["device"]), str(r["stream"]),
-            f"{r['kernels']:,}", duration(r["kernel_ns"], label=False), duration(r["busy_ns"], label=False),
+            str(row["rank"] if row["rank"] is not None else "-"), str(row["device"]), str(row["stream"]),
+            f"{row['kernels']:,}", duration(row["kernel_ns"], label=False), duration(row["busy_ns"], label=False),
             f"{busy_pct:.1f}",
         )  # fmt: skip
     return table
@@ -112,12 +116,12 @@ def _kernels_table(result: Result, width: int):
     from rich.table import Table
 
     table = Table(title="top kernels by time", title_justify="left")
-    for c in ("total ms", "share", "count", "mean us"):
-        table.add_column(c, justify="right", no_wrap=True, min_width=len(c) + 1)
+    for column in ("total ms", "share", "count", "mean us"):
+        table.add_column(column, justify="right", no_wrap=True, min_width=len(column) + 1)
     table.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=max(24, width - 50))
-    for k in result["top_kernels"].to_pylist():
+    for kernel in result["top_kernels"].to_pylist():
         table.add_row(
-            duration(k["total_ns"], label=False), f"{100 * k['share']:.1f}%", f"{k['count']:,}",
-            duration(k["mean_ns"], "us", 1, label=False), k["name"],
+            duration(kernel["total_ns"], label=False), f"{100 * kernel['share']:.1f}%", f"{kernel['count']:,}",
+            duration(kernel["mean_ns"], "us", 1, label=False), kernel["name"],
         )  # fmt: skip
     return table

@@ -61,24 +61,24 @@ def analyse(
     return Result("streams", tables, summary)
 
 
-def _operations(p: Prediction) -> pa.Table:
+def _operations(prediction: Prediction) -> pa.Table:
     """Return the predicted schedule: one row per operation of every stream, with what the single-stream
     work said of it (its kind, duration, launch configuration or bytes)."""
-    w, tl = p.workload, p.timeline
-    k = np.asarray(tl.index, np.int64)
+    work, timeline = prediction.workload, prediction.timeline
+    index = np.asarray(timeline.index, np.int64)
     return pa.table({
-        "stream": pa.array(np.asarray(tl.stream, np.int64)),
-        "index": pa.array(k),
-        "name": pa.array([w.names[i] for i in k.tolist()], pa.string()),
-        "kind": pa.array([KIND_NAMES[c] for c in w.kind[k].tolist()], pa.string()),
-        "start_ns": pa.array(np.asarray(tl.start, np.float64)),
-        "end_ns": pa.array(np.asarray(tl.end, np.float64)),
-        "issued_ns": pa.array(np.asarray(tl.issued, np.float64)),
-        "single_stream_dur_ns": pa.array(np.asarray(w.dur[k], np.float64)),
-        "grid": pa.array(w.grid[k].astype(np.int64)),
-        "block": pa.array(w.threads[k].astype(np.int64)),
-        "registers": pa.array(w.registers[k].astype(np.int64)),
-        "bytes": pa.array(w.bytes[k].astype(np.int64)),
+        "stream": pa.array(np.asarray(timeline.stream, np.int64)),
+        "index": pa.array(index),
+        "name": pa.array([work.names[i] for i in index.tolist()], pa.string()),
+        "kind": pa.array([KIND_NAMES[kind] for kind in work.kind[index].tolist()], pa.string()),
+        "start_ns": pa.array(np.asarray(timeline.start, np.float64)),
+        "end_ns": pa.array(np.asarray(timeline.end, np.float64)),
+        "issued_ns": pa.array(np.asarray(timeline.issued, np.float64)),
+        "single_stream_dur_ns": pa.array(np.asarray(work.dur[index], np.float64)),
+        "grid": pa.array(work.grid[index].astype(np.int64)),
+        "block": pa.array(work.threads[index].astype(np.int64)),
+        "registers": pa.array(work.registers[index].astype(np.int64)),
+        "bytes": pa.array(work.bytes[index].astype(np.int64)),
     })  # fmt: skip
 
 
@@ -88,28 +88,28 @@ def _spans(spans) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SPANS_SCHEMA)
 
 
-def _summary(p: Prediction) -> dict:
+def _summary(prediction: Prediction) -> dict:
     """Return the prediction's numbers: totals, speed-up, the assumption for kernels without launch sizes
     and every parameter."""
-    totals = p.totals_if
+    totals = prediction.totals_if
     return {
-        "source": p.source,
-        "streams": p.n_streams,
-        "gpu": p.settings.gpu.name,
-        "launch_order": p.settings.launch_order,
-        "single_stream_ns": p.workload.span,
-        "single_stream_operations": len(p.workload),
-        "serial_ns": p.serial_ns,
-        "predicted_ns": p.total_ns,
-        "speedup": p.speedup,
+        "source": prediction.source,
+        "streams": prediction.n_streams,
+        "gpu": prediction.settings.gpu.name,
+        "launch_order": prediction.settings.launch_order,
+        "single_stream_ns": prediction.workload.span,
+        "single_stream_operations": len(prediction.workload),
+        "serial_ns": prediction.serial_ns,
+        "predicted_ns": prediction.total_ns,
+        "speedup": prediction.speedup,
         "undimensioned": {
-            "kernels": p.undimensioned, "assumption": p.settings.undimensioned, "predicted_ns_if": totals,
-            "range_ns": [min(totals.values()), max(totals.values())] if totals else None,
+            "kernels": prediction.undimensioned, "assumption": prediction.settings.undimensioned,
+            "predicted_ns_if": totals, "range_ns": [min(totals.values()), max(totals.values())] if totals else None,
         },
-        "parameters": p.parameters(),
+        "parameters": prediction.parameters(),
     }  # fmt: skip
 
 
-def _measured(c: Check, source: str) -> dict:
+def _measured(checked: Check, source: str) -> dict:
     """Return the measured run's end and the prediction's error against it."""
-    return {"source": source, "measured_ns": c.measured_ns, "error": c.error}
+    return {"source": source, "measured_ns": checked.measured_ns, "error": checked.error}

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 from gpuan.trace.table import Trace
 
 #: operation kinds of the workload
@@ -87,7 +87,7 @@ def streams_of(ops: pa.Table) -> list[tuple[int, int, int]]:
 def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") -> Workload:
     """Return the single-stream workload of `trace`: the operations of `stream` (default: the trace's
     only stream with GPU work). Raises :class:`TraceError` when the trace has no GPU operations, or
-    several streams and no `stream` was chosen."""
+    several streams and no `stream` was chosen; :class:`UsageError` when `stream` has none."""
     ops = gpu_operations(trace)
     found = streams_of(ops)
     if not found:
@@ -100,7 +100,8 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
     else:
         match = [(d, s) for d, s, _ in found if s == stream]
         if not match:
-            raise TraceError(source, f"no GPU operations on stream {stream}; streams: {[s for _, s, _ in found]}")
+            streams = [s for _, s, _ in found]
+            raise UsageError(f"--stream: no GPU operations on stream {stream} in {source}; streams: {streams}")
         device, stream_id = match[0]
     ops = ops.filter(pc.equal(pc.fill_null(ops["stream"], -1), stream_id))
 

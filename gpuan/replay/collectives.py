@@ -64,61 +64,81 @@ def match(recs: np.ndarray, offsets: np.ndarray | None = None) -> tuple[np.ndarr
     if recs.size == 0:
         return waits, np.zeros(0, COLLECTIVE)
     order, starts, group = by_collective(recs)
-    r = recs[order]
-    en, lv = enter[order], leave[order]
+    calls = _Sorted(recs[order], enter[order], leave[order], starts, group)
+    waits[order] = calls.waits()
+    return waits, calls.collectives()
 
-    last_enter = np.maximum.reduceat(en, starts)
-    first_enter = np.minimum.reduceat(en, starts)
-    last_leave = np.maximum.reduceat(lv, starts)
-    # the culprit: the latest arriver, the lowest rank among equals (records are by rank within a group)
-    is_last = en == last_enter[group]
-    late_pos = np.minimum.reduceat(np.where(is_last, np.arange(r.size), r.size), starts)
-    late_rank = r["rank"][late_pos]
 
-    op = r["op"][starts]
-    root = r["peer"]
-    # who each member waits for: the latest arriver, or for rooted collectives the root / the last sender
-    ref = last_enter[group].copy()
-    by_root = _BY_ROOT[r["op"]] & (root >= 0)
-    if by_root.any():
-        root_enter = _enter_of(r["rank"], root, group, en)
-        known = by_root & (root_enter != np.iinfo(np.int64).min)
-        ref[known] = root_enter[known]
-        ref[known & (r["rank"] == root)] = en[known & (r["rank"] == root)]  # the root waits for nobody
-    to_root = _TO_ROOT[r["op"]] & (root >= 0)
-    if to_root.any():
-        others_last = np.maximum.reduceat(np.where(r["rank"] == root, np.iinfo(np.int64).min, en), starts)
-        ref[to_root] = np.where(r["rank"][to_root] == root[to_root], others_last[group][to_root], en[to_root])
-    wait = np.maximum(0, np.minimum(ref, lv) - en)
+class _Sorted:
+    """Collective call records sorted by collective (group, number) and rank, with their (aligned) Enter
+    and Leave, where each collective starts, and the collective of each record."""
 
-    w = np.zeros(r.size, WAIT)
-    w["rank"], w["row"], w["wait"] = r["rank"], r["row"], wait
-    w["delay"] = en - first_enter[group]
-    # nobody is late when all arrive at once
-    w["culprit"] = (np.arange(r.size) == late_pos[group]) & (last_enter > first_enter)[group]
-    waits[order] = w
+    def __init__(self, recs: np.ndarray, enter: np.ndarray, leave: np.ndarray, starts: np.ndarray, group: np.ndarray):
+        self.recs, self.enter, self.leave, self.starts, self.group = recs, enter, leave, starts, group
+        self.first_enter = np.minimum.reduceat(enter, starts)
+        self.last_enter = np.maximum.reduceat(enter, starts)
+        # the culprit: the latest arriver, the lowest rank among equals (records are by rank within a group)
+        is_last = enter == self.last_enter[group]
+        self.late_at = np.minimum.reduceat(np.where(is_last, np.arange(recs.size), recs.size), starts)
+        self.wait = np.maximum(0, np.minimum(self._waited_for(), leave) - enter)
 
-    present = np.diff(np.append(starts, r.size)).astype(np.int32)
-    colls = np.zeros(starts.size, COLLECTIVE)
-    colls["pg"], colls["seq"], colls["op"] = r["pg"][starts], r["seq"][starts], op
-    colls["step"] = np.minimum.reduceat(r["step"], starts)
-    colls["members"] = np.maximum.reduceat(r["members"], starts)
-    colls["present"] = present
-    colls["nbytes"] = np.maximum.reduceat(r["nbytes"], starts)
-    colls["first_enter"], colls["last_enter"], colls["last_leave"] = first_enter, last_enter, last_leave
-    colls["late_rank"] = np.where(last_enter > first_enter, late_rank, -1)
-    colls["skew"] = last_enter - first_enter
-    colls["total_wait"] = np.add.reduceat(wait, starts)
-    colls["max_wait"] = np.maximum.reduceat(wait, starts)
-    colls["transfer"] = np.maximum(0, last_leave - last_enter)
-    colls["complete"] = present >= colls["members"]
-    same_op = np.minimum.reduceat(r["op"], starts) == np.maximum.reduceat(r["op"], starts)
-    sizes = np.where(r["nbytes"] > 0, r["nbytes"], -1)
-    lo = np.minimum.reduceat(np.where(sizes < 0, np.iinfo(np.int64).max, sizes), starts)
-    hi = np.maximum.reduceat(sizes, starts)
-    # each member of an all-to-all sends what it has for the others (alltoallv, uneven splits)
-    colls["consistent"] = same_op & ((hi < 0) | (lo == hi) | (op == OP["all_to_all"]))
-    return waits, colls
+    def _waited_for(self) -> np.ndarray:
+        """Return, per record, the Enter its member waits for: the latest arriver's, or for rooted
+        collectives the root's (the root waits for nobody) / on the root, the last sender's."""
+        recs, enter, group = self.recs, self.enter, self.group
+        rank, root = recs["rank"], recs["peer"]
+        until = self.last_enter[group].copy()
+        by_root = _BY_ROOT[recs["op"]] & (root >= 0)
+        if by_root.any():
+            root_enter = _enter_of(rank, root, group, enter)
+            known = by_root & (root_enter != np.iinfo(np.int64).min)
+            until[known] = root_enter[known]
+            until[known & (rank == root)] = enter[known & (rank == root)]
+        to_root = _TO_ROOT[recs["op"]] & (root >= 0)
+        if to_root.any():
+            others_last = np.maximum.reduceat(np.where(rank == root, np.iinfo(np.int64).min, enter), self.starts)
+            until[to_root] = np.where(rank[to_root] == root[to_root], others_last[group][to_root], enter[to_root])
+        return until
+
+    def waits(self) -> np.ndarray:
+        """Return the :data:`WAIT` of each record, in the sorted order."""
+        out = np.zeros(self.recs.size, WAIT)
+        out["rank"], out["row"], out["wait"] = self.recs["rank"], self.recs["row"], self.wait
+        out["delay"] = self.enter - self.first_enter[self.group]
+        # nobody is late when all arrive at once
+        late = (np.arange(self.recs.size) == self.late_at[self.group]) & (self.last_enter > self.first_enter)[
+            self.group
+        ]
+        out["culprit"] = late
+        return out
+
+    def collectives(self) -> np.ndarray:
+        """Return one :data:`COLLECTIVE` row per collective."""
+        recs, starts = self.recs, self.starts
+        first_enter, last_enter = self.first_enter, self.last_enter
+        last_leave = np.maximum.reduceat(self.leave, starts)
+        op = recs["op"][starts]
+        present = np.diff(np.append(starts, recs.size)).astype(np.int32)
+        out = np.zeros(starts.size, COLLECTIVE)
+        out["pg"], out["seq"], out["op"] = recs["pg"][starts], recs["seq"][starts], op
+        out["step"] = np.minimum.reduceat(recs["step"], starts)
+        out["members"] = np.maximum.reduceat(recs["members"], starts)
+        out["present"] = present
+        out["nbytes"] = np.maximum.reduceat(recs["nbytes"], starts)
+        out["first_enter"], out["last_enter"], out["last_leave"] = first_enter, last_enter, last_leave
+        out["late_rank"] = np.where(last_enter > first_enter, recs["rank"][self.late_at], -1)
+        out["skew"] = last_enter - first_enter
+        out["total_wait"] = np.add.reduceat(self.wait, starts)
+        out["max_wait"] = np.maximum.reduceat(self.wait, starts)
+        out["transfer"] = np.maximum(0, last_leave - last_enter)
+        out["complete"] = present >= out["members"]
+        same_op = np.minimum.reduceat(recs["op"], starts) == np.maximum.reduceat(recs["op"], starts)
+        sizes = np.where(recs["nbytes"] > 0, recs["nbytes"], -1)
+        smallest = np.minimum.reduceat(np.where(sizes < 0, np.iinfo(np.int64).max, sizes), starts)
+        largest = np.maximum.reduceat(sizes, starts)
+        # each member of an all-to-all sends what it has for the others (alltoallv, uneven splits)
+        out["consistent"] = same_op & ((largest < 0) | (smallest == largest) | (op == OP["all_to_all"]))
+        return out
 
 
 def _enter_of(rank: np.ndarray, who: np.ndarray, group: np.ndarray, enter: np.ndarray) -> np.ndarray:

@@ -10,10 +10,12 @@ import openpyxl
 import pandas as pd
 import pytest
 
+import gpuan
 from gpuan import compare
 from gpuan.cli import main
 from gpuan.compare import lcs
 from gpuan.cycles.signature import signature
+from gpuan.errors import UsageError
 from gpuan.outputs import compare as output
 from gpuan.trace.cycle_csv import read_cycle_csv
 from gpuan.trace.inputs import CycleTable
@@ -339,3 +341,55 @@ def test_end_to_end_two_runs_of_one_trace(data_dir, tmp_path, capsys):
         rows = list(ws.iter_rows(min_row=3, values_only=True))
         assert rows and all(r[11] == "exact" for r in rows), ws.title
         assert all(abs(r[10]) == 0 for r in rows), ws.title
+
+
+def test_analyse_tables_and_summary(pair):
+    base, new = map(read_cycle_csv, pair)
+    result = compare.analyse((base, new))
+    assert result.analysis == "compare" and list(result.tables) == ["kernels", "cycles"]
+    kernels = result.to_pandas("kernels")
+    assert kernels.columns.tolist() == ["pair", *compare.COLUMNS] and (kernels.pair == 0).all()
+    assert list(zip(kernels.base_kernel, kernels.new_kernel, kernels.match_type)) == ALIGNED
+    frame = compare.align(base, new)
+    pd.testing.assert_frame_equal(kernels.drop(columns="pair"), frame, check_dtype=False)
+    (row,) = result["cycles"].to_pylist()
+    assert row["base_cycle_us"] == 700.0 and row["new_cycle_us"] == pytest.approx(771.0)
+    assert (row["base_iterations"], row["new_iterations"], row["base_kernels"], row["new_kernels"]) == (10, 0, 6, 6)
+    assert result.summary == {
+        "mode": "align", "pairs": 1, "exact": 3, "similar": 2, "removed": 1, "new_only": 1,
+        "base_cycle_us": 700.0, "new_cycle_us": pytest.approx(771.0), "cycle_change_pct": pytest.approx(10.142857),
+        "rotation": 4, "common": 5,
+    }  # fmt: skip
+    matched = compare.analyse((base, new), mode="match")
+    assert "rotation" not in matched.summary and matched["cycles"]["rotation"].null_count == 1
+
+
+def test_analyse_rejects_an_unknown_mode(pair):
+    base, new = map(read_cycle_csv, pair)
+    with pytest.raises(UsageError, match="mode"):
+        compare.analyse((base, new), mode="zip")
+
+
+def test_analyse_cycle_csvs_of_a_real_trace(data_dir, tmp_path):
+    """The prefill and decode phases of a real LLM trace, as gpuan cycles writes them, read back and compared."""
+    path = data_dir / "kineto" / "cpu_tiny_lm_prefill_decode.json.gz"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    from gpuan.outputs import cycles as cycles_output
+
+    found = gpuan.cycles.analyse(gpuan.load(path), kind="cpu_op", mode="llm")
+    files = cycles_output.output_files(found, str(tmp_path / "lm"))
+    cycles_output.write_csvs(found, files)
+    prefill, decode = (read_cycle_csv(tmp_path / f"lm_{phase}.csv") for phase in ("prefill", "decode"))
+    result = compare.analyse((prefill, decode))
+    kernels = result.to_pandas("kernels")
+    assert len(kernels) == sum(result.summary[kind] for kind in compare.MATCH_TYPES)
+    assert (kernels.match_type != "new_only").sum() == len(prefill.rows)
+    assert (kernels.match_type != "removed").sum() == len(decode.rows)
+    assert result.summary["base_cycle_us"] == prefill.avg_cycle_us > 0
+    # a run against itself: every cycle pairs with its own file, every kernel exactly
+    runs = compare.analyse_runs(([prefill, decode], [prefill, decode]))
+    assert runs.summary == {"mode": "align", "pairs": 2, "unpaired_base": [], "unpaired_new": []}
+    cycles = runs.to_pandas("cycles")
+    assert cycles[["base", "new"]].values.tolist() == [[0, 0], [1, 1]] and (cycles.similarity == 1.0).all()
+    assert (runs.to_pandas("kernels").match_type == "exact").all()

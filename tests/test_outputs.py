@@ -130,7 +130,7 @@ def test_convert_refuses_to_overwrite_its_own_trace(tmp_path, sample):
     [
         (["streams", "T", "--streams", "abc"], ["--streams", "not a whole number"]),
         (["streams", "T", "--streams", "0"], ["--streams", "at least 1"]),
-        (["streams", "T", "--streams", "2", "--device", ""], ["--device", "must not be empty"]),
+        (["streams", "T", "--streams", "2", "--gpu", ""], ["--gpu", "must not be empty"]),
         (["info", "T", "--top", "-1"], ["--top", "0 or more"]),
         (["sol", "T", "--top", "-3"], ["--top", "0 or more"]),
         (["replay", "T", "--top", "x"], ["--top", "not a whole number"]),

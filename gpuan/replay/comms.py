@@ -162,82 +162,116 @@ def _launching_ops(trace: Trace, kernels: np.ndarray, describes: np.ndarray) -> 
 def comm_calls(trace: Trace, rank: int, world: int) -> tuple[np.ndarray, dict[int, str]]:
     """Return (records of `rank`'s communication calls in order of entry, dtype :data:`CALL`; the names of
     their process groups by id). `world` is the number of ranks of the job (a group's default size)."""
-    ev = trace.events
-    n = ev.num_rows
-    if n == 0:
+    events = trace.events
+    if events.num_rows == 0:
         return np.empty(0, CALL), {}
-    name_code, names = _texts(ev, "name")
-    kind = CPU.column(ev["kind"])
-    kinds = tuple(ev["kind"].combine_chunks().dictionary.to_pylist())
-    ts, dur = CPU.column(ev["ts"]), CPU.column(ev["dur"], null=0)
+    name_code, names = _texts(events, "name")
+    kind = CPU.column(events["kind"])
+    kinds = tuple(events["kind"].combine_chunks().dictionary.to_pylist())
+    ts, dur = CPU.column(events["ts"]), CPU.column(events["dur"], null=0)
     end = ts + np.maximum(dur, 0)
-
     unique = names[:-1].astype(str) if names.size > 1 else np.empty(0, str)
-    kernel = kinds.index("kernel") if "kernel" in kinds else -1
-    nccl_name = np.append(np.array([bool(_NCCL_KERNEL.match(s)) for s in unique], bool), False)
-    cpu_name = np.append(np.array([bool(_CPU_COLLECTIVE.match(s)) for s in unique], bool), False)
-    cpu_kinds = np.array([k in ("cpu_op", "annotation") for k in kinds], bool)
-    gpu_calls = (kind == kernel) & nccl_name[name_code]
-    if gpu_calls.any():
-        is_call = gpu_calls
-    else:
-        is_call = cpu_kinds[kind] & cpu_name[name_code]
-        comm_kind = np.array([k == "comm" for k in kinds], bool)
-        peer_col = CPU.column(ev["peer"], null=-1)
-        coll_code = CPU.column(ev["collective"])
-        is_call |= comm_kind[kind] & ((peer_col >= 0) | (coll_code >= 0))
-    rows = np.flatnonzero(is_call)
-
-    step_of = _steps(ev, unique, name_code, kind, kinds, ts, end, rows)
+    rows, on_gpu = _call_rows(events, kinds, kind, name_code, unique)
+    step_of = _steps(events, unique, name_code, kind, kinds, ts, end, rows)
     recs = np.zeros(rows.size, CALL)
     if rows.size == 0:
         return recs, {}
-    said = _Described(ev, names, name_code)
-    pg_code, pgs = _texts(ev, "pg_name")
-    group_size = CPU.column(ev["group_size"], null=-1)[rows]
-    tag = CPU.column(ev["tag"], null=0)[rows]
-    stream = CPU.column(ev["stream"], null=-1)[rows]
+    said = _Described(events, names, name_code)
     ops, nbytes, peer = said.ops(rows), said.nbytes(rows), said.peer[rows]
-    unsaid = np.flatnonzero((said.coll_code[rows] < 0) | (nbytes == 0)) if gpu_calls.any() else rows[:0]
+    unsaid = np.flatnonzero((said.coll_code[rows] < 0) | (nbytes == 0)) if on_gpu else rows[:0]
     if unsaid.size:
-        # a kernel that does not name its collective (an all-to-all runs as SendRecv kernels) or its size
-        # takes them from the CPU-side op that launched it (nccl:*, record_param_comms)
-        wrapper = np.append(np.array([s == "record_param_comms" for s in unique], bool), False)
-        by = _launching_ops(trace, rows[unsaid], cpu_kinds[kind] & (cpu_name | wrapper)[name_code])
-        has = unsaid[by >= 0]
-        by = by[by >= 0]
-        op_by, bytes_by = said.ops(by), said.nbytes(by)
-        peer[has] = np.where(peer[has] >= 0, peer[has], said.peer[by])
-        p2p = np.isin(op_by, [OP["send"], OP["recv"]])
-        adopt = (said.coll_code[rows[has]] < 0) & (op_by != OP["other"]) & (~p2p | (peer[has] >= 0))
-        ops[has] = np.where(adopt, op_by, ops[has])
-        nbytes[has] = np.where(nbytes[has] > 0, nbytes[has], bytes_by)
-
-    pg_names: dict[int, str] = {}
-    pg = np.empty(rows.size, np.int64)
-    for i, (p, s) in enumerate(zip(pg_code[rows], stream)):
-        key = f"pg {pgs[p]}" if pgs[p] is not None else (f"stream {s}" if s >= 0 else "world")
-        pg[i] = pg_id(key)
-        pg_names[int(pg[i])] = key
-
+        _adopt_from_launching_ops(
+            trace, said, rows, unsaid, (ops, nbytes, peer), _cpu_collective_ops(kinds, kind, name_code, unique)
+        )
+    pg, pg_names = _process_groups(events, rows)
     send_ops = np.isin(ops, [OP["send"]]) | ((peer >= 0) & _named(names, name_code[rows], "send"))
     recv_ops = np.isin(ops, [OP["recv"]]) | ((peer >= 0) & _named(names, name_code[rows], "recv"))
+    group_size = CPU.column(events["group_size"], null=-1)[rows]
     recs["rank"] = rank
     recs["kind"] = np.where(send_ops & (peer >= 0), SEND, np.where(recv_ops & (peer >= 0), RECV, COLLECTIVE))
     recs["op"] = np.where(recs["kind"] == SEND, OP["send"], np.where(recs["kind"] == RECV, OP["recv"], ops))
     recs["members"] = np.where(group_size > 0, group_size, world)
     recs["peer"] = peer
     recs["pg"] = pg
-    recs["tag"] = tag
+    recs["tag"] = CPU.column(events["tag"], null=0)[rows]
     recs["nbytes"] = nbytes
     recs["enter"] = ts[rows]
     recs["leave"] = end[rows]
     recs["step"] = step_of
     recs["row"] = rows
-    order = np.lexsort((recs["row"], recs["enter"]))
-    recs = recs[order]
+    recs = recs[np.lexsort((recs["row"], recs["enter"]))]
     _number(recs)
     return recs, pg_names
+
+
+def _call_rows(
+    events: pa.Table, kinds: tuple[str, ...], kind: np.ndarray, name_code: np.ndarray, unique: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """Return (the rows of the communication calls, whether they are GPU kernels): the NCCL/RCCL kernels
+    where the trace has any, else the CPU-side collective ops and the communication events that name a
+    peer or a collective."""
+    kernel = kinds.index("kernel") if "kernel" in kinds else -1
+    nccl_name = np.append(np.array([bool(_NCCL_KERNEL.match(s)) for s in unique], bool), False)
+    gpu_calls = (kind == kernel) & nccl_name[name_code]
+    if gpu_calls.any():
+        return np.flatnonzero(gpu_calls), True
+    cpu_name = np.append(np.array([bool(_CPU_COLLECTIVE.match(s)) for s in unique], bool), False)
+    cpu_kinds = np.array([k in ("cpu_op", "annotation") for k in kinds], bool)
+    comm_kind = np.array([k == "comm" for k in kinds], bool)
+    names_partner = (CPU.column(events["peer"], null=-1) >= 0) | (CPU.column(events["collective"]) >= 0)
+    is_call = (cpu_kinds[kind] & cpu_name[name_code]) | (comm_kind[kind] & names_partner)
+    return np.flatnonzero(is_call), False
+
+
+def _cpu_collective_ops(
+    kinds: tuple[str, ...], kind: np.ndarray, name_code: np.ndarray, unique: np.ndarray
+) -> np.ndarray:
+    """Return whether each event is a CPU-side op that describes a collective it launches (``nccl:*``,
+    ``gloo:*``..., ``record_param_comms``)."""
+    cpu_kinds = np.array([k in ("cpu_op", "annotation") for k in kinds], bool)
+    describing = np.array([bool(_CPU_COLLECTIVE.match(s)) or s == "record_param_comms" for s in unique], bool)
+    return cpu_kinds[kind] & np.append(describing, False)[name_code]
+
+
+def _adopt_from_launching_ops(
+    trace: Trace,
+    said: _Described,
+    rows: np.ndarray,
+    unsaid: np.ndarray,
+    fields: tuple[np.ndarray, np.ndarray, np.ndarray],
+    describes: np.ndarray,
+) -> None:
+    """Fill in, in place, the operation, bytes and peer (`fields`) of the kernels at `unsaid` (positions
+    in `rows`) that do not say them (an all-to-all runs as SendRecv kernels), from the CPU-side op that
+    launched each (nccl:*, record_param_comms: where `describes` holds)."""
+    ops, nbytes, peer = fields
+    by = _launching_ops(trace, rows[unsaid], describes)
+    has = unsaid[by >= 0]
+    by = by[by >= 0]
+    op_by, bytes_by = said.ops(by), said.nbytes(by)
+    peer[has] = np.where(peer[has] >= 0, peer[has], said.peer[by])
+    p2p = np.isin(op_by, [OP["send"], OP["recv"]])
+    adopt = (said.coll_code[rows[has]] < 0) & (op_by != OP["other"]) & (~p2p | (peer[has] >= 0))
+    ops[has] = np.where(adopt, op_by, ops[has])
+    nbytes[has] = np.where(nbytes[has] > 0, nbytes[has], bytes_by)
+
+
+def _process_groups(events: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
+    """Return (the process group id of each call in `rows`, the groups' names by id): the group named in
+    the trace, else the NCCL stream, else the world."""
+    pg_code, pg_texts = _texts(events, "pg_name")
+    stream = CPU.column(events["stream"], null=-1)[rows]
+    names: dict[int, str] = {}
+    ids = np.empty(rows.size, np.int64)
+    for i, (code, on_stream) in enumerate(zip(pg_code[rows], stream)):
+        key = (
+            f"pg {pg_texts[code]}"
+            if pg_texts[code] is not None
+            else (f"stream {on_stream}" if on_stream >= 0 else "world")
+        )
+        ids[i] = pg_id(key)
+        names[int(ids[i])] = key
+    return ids, names
 
 
 def _named(names: np.ndarray, codes: np.ndarray, word: str) -> np.ndarray:

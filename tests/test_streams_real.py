@@ -176,6 +176,17 @@ def test_analyse_refuses_bad_options_as_usage_errors(data_dir, options, message)
         analyse(load(nvprof(data_dir, "mem_mem_1stream_10M")), **options)
 
 
+def test_device_is_the_engine_and_gpu_the_model(data_dir, capsys):
+    one = nvprof(data_dir, "mem_mem_1stream_10M")
+    assert main(["streams", one, "--streams", "2", "--device", "cpu", "--gpu", "H100"]) == 0
+    assert "2 streams on H100 SXM5" in capsys.readouterr().out
+    # a GPU model given to --device is pointed to --gpu, in one line
+    with pytest.raises(SystemExit) as stop:
+        main(["streams", one, "--streams", "2", "--device", "H100"])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and "--gpu H100" in err
+
+
 def test_json_report(data_dir, capsys):
     one, two = nvprof(data_dir, "mem_mem_1stream_10M"), nvprof(data_dir, "mem_mem_2stream_10M_h2d_h2d_ovlp")
     assert main(["streams", one, "--streams", "2", "--measured", two, "--format", "json"]) == 0

@@ -25,52 +25,56 @@ MAX_POINTS_3D = 500_000  # points of one scatter or 3-D view: WebGL fails beyond
 # the checks in words
 
 
-def _timestamps(c: dict) -> str:
+def _timestamps(check: dict) -> str:
     parts = []
-    if c["backward"]:
-        parts.append(f"{c['backward']:,} step(s) back in time")
-    if c["gaps"]:
+    if check["backward"]:
+        parts.append(f"{check['backward']:,} step(s) back in time")
+    if check["gaps"]:
         parts.append(
-            f"{c['gaps']:,} gap(s) over {duration(c['gap_ns'])}, longest {duration(c['longest_gap_ns'])} before "
-            f"entry {c['longest_gap_entry']:,} (token {c['longest_gap_token']})"
+            f"{check['gaps']:,} gap(s) over {duration(check['gap_ns'])}, longest "
+            f"{duration(check['longest_gap_ns'])} before entry {check['longest_gap_entry']:,} "
+            f"(token {check['longest_gap_token']})"
         )
-    return "; ".join(parts) or "in order, no gap over " + duration(c["gap_ns"])
+    return "; ".join(parts) or "in order, no gap over " + duration(check["gap_ns"])
 
 
-def _offsets(c: dict) -> str:
-    if c["ok"]:
+def _offsets(check: dict) -> str:
+    if check["ok"]:
         return "every file offset lies inside a tensor"
-    examples = ", ".join(f"0x{x:x}" for x in c["examples"])
-    return f"{c['accesses']:,} access(es), {c['bytes']:,} bytes, at file offsets inside no tensor (e.g. {examples})"
-
-
-def _layout(c: dict) -> str:
-    return "; ".join(c["problems"]) or (
-        f"{c['tensors']} tensors, {c['tensor_bytes']:,} bytes in a {c['data_bytes']:,}-byte data section "
-        f"({c['padding']:,} bytes of alignment padding at {c['alignment']})"
+    examples = ", ".join(f"0x{x:x}" for x in check["examples"])
+    return (
+        f"{check['accesses']:,} access(es), {check['bytes']:,} bytes, at file offsets inside no tensor "
+        f"(e.g. {examples})"
     )
 
 
-def _capacity(c: dict) -> str:
-    if c["overflow"]:
-        return f"the writer dropped {c['overflow']:,} entries after the log filled ({c['capacity']:,} entries)"
-    if c["entries"] == c["capacity"]:
-        return f"the log is full ({c['capacity']:,} entries): later accesses may be missing"
-    return f"{c['entries']:,} of {c['capacity']:,} entries used"
+def _layout(check: dict) -> str:
+    return "; ".join(check["problems"]) or (
+        f"{check['tensors']} tensors, {check['tensor_bytes']:,} bytes in a {check['data_bytes']:,}-byte data section "
+        f"({check['padding']:,} bytes of alignment padding at {check['alignment']})"
+    )
 
 
-def _name_table(c: dict) -> str:
-    if not c["weights"]:
+def _capacity(check: dict) -> str:
+    if check["overflow"]:
+        return f"the writer dropped {check['overflow']:,} entries after the log filled ({check['capacity']:,} entries)"
+    if check["entries"] == check["capacity"]:
+        return f"the log is full ({check['capacity']:,} entries): later accesses may be missing"
+    return f"{check['entries']:,} of {check['capacity']:,} entries used"
+
+
+def _name_table(check: dict) -> str:
+    if not check["weights"]:
         return "no weight of the name table is in the model file"
     parts = []
-    if c["offsets_differ"]:
-        how = " (relative to the data section)" if c["relative"] else ""
-        parts.append(f"{c['offsets_differ']} offset(s) differ from the GGUF file's{how}")
-    if c["sizes_differ"]:
-        parts.append(f"{c['sizes_differ']} size(s) differ, e.g. {c['size_example']}")
+    if check["offsets_differ"]:
+        how = " (relative to the data section)" if check["relative"] else ""
+        parts.append(f"{check['offsets_differ']} offset(s) differ from the GGUF file's{how}")
+    if check["sizes_differ"]:
+        parts.append(f"{check['sizes_differ']} size(s) differ, e.g. {check['size_example']}")
     if parts:
         return "; ".join(parts) + "; the GGUF file's values are used"
-    return f"{c['weights']} weights agree with the GGUF file"
+    return f"{check['weights']} weights agree with the GGUF file"
 
 
 _DETAILS = {"timestamps": _timestamps, "offsets": _offsets, "layout": _layout, "capacity": _capacity}
@@ -84,7 +88,7 @@ def check_detail(check: dict) -> str:
 
 def checks_frame(result: Result) -> pd.DataFrame:
     """Return the checks as a table: check, ok, detail."""
-    rows = [(c["check"], c["ok"], check_detail(c)) for c in result.summary["checks"]]
+    rows = [(check["check"], check["ok"], check_detail(check)) for check in result.summary["checks"]]
     return pd.DataFrame(rows, columns=["check", "ok", "detail"])
 
 
@@ -94,23 +98,23 @@ def checks_frame(result: Result) -> pd.DataFrame:
 
 def _header(result: Result) -> list[str]:
     """The lines on the log, the model, the span and the weights against the intermediates."""
-    s = result.summary
-    weight_bytes, inter_bytes = s["weight_bytes"], s["intermediate_bytes"]
+    summary = result.summary
+    weight_bytes, inter_bytes = summary["weight_bytes"], summary["intermediate_bytes"]
     return [
-        f"{s['log']}  ({s['log_format']}: {s['entries']:,} entries of {s['capacity']:,}, {s['accesses']:,} accesses, "
-        f"{s['engine'].upper()})",
-        f"model {s['model']}  ({s['architecture'] or '?'}, {s['model_tensors']} tensors, "
-        f"{size_text(s['file_bytes'])}, alignment {s['alignment']})",
-        f"span {duration(s['span_ns'])}   tokens {s['tokens']:,}   threads {s['threads']}",
-        f"weights        {s['weight_accesses']:>12,} accesses  {size_text(weight_bytes):>12} read  "
+        f"{summary['log']}  ({summary['log_format']}: {summary['entries']:,} entries of {summary['capacity']:,}, "
+        f"{summary['accesses']:,} accesses, {summary['engine'].upper()})",
+        f"model {summary['model']}  ({summary['architecture'] or '?'}, {summary['model_tensors']} tensors, "
+        f"{size_text(summary['file_bytes'])}, alignment {summary['alignment']})",
+        f"span {duration(summary['span_ns'])}   tokens {summary['tokens']:,}   threads {summary['threads']}",
+        f"weights        {summary['weight_accesses']:>12,} accesses  {size_text(weight_bytes):>12} read  "
         f"({weight_bytes / max(weight_bytes + inter_bytes, 1):.0%} of bytes)",
-        f"intermediates  {s['intermediate_accesses']:>12,} accesses  {size_text(inter_bytes):>12} read",
+        f"intermediates  {summary['intermediate_accesses']:>12,} accesses  {size_text(inter_bytes):>12} read",
     ]
 
 
 def _coverage(result: Result) -> list[str]:
     """The lines on bytes per token, the share of the file never touched and the hot/cold curve."""
-    s, tokens, curve = result.summary, result.to_pandas("tokens"), result.to_pandas("hot_curve")
+    summary, tokens, curve = result.summary, result.to_pandas("tokens"), result.to_pandas("hot_curve")
     lines = []
     if len(tokens):
         lines.append(
@@ -118,10 +122,10 @@ def _coverage(result: Result) -> list[str]:
             f"({size_text(tokens['weight_bytes'].mean())} weights), "
             f"touching {size_text(tokens['distinct_weight_bytes'].median())} of tensors and expert slices (median)"
         )
-    cold, data = s["never_touched_bytes"], s["data_bytes"]
+    cold, data = summary["never_touched_bytes"], summary["data_bytes"]
     lines.append(
         f"never touched: {cold / max(data, 1):.1%} of the data section ({size_text(cold)} of {size_text(data)}, "
-        f"{s['page_bytes'] // 1024} KiB pages)"
+        f"{summary['page_bytes'] // 1024} KiB pages)"
     )
     if len(curve) and curve["accesses"].sum():
         points = ", ".join(f"{p:.0%} -> {file_share_for(curve, p):.1%}" for p in (0.5, 0.9, 0.99))
@@ -135,18 +139,18 @@ def _listings(result: Result, top: int) -> list[str]:
     if top > 0:  # --top 0 asks for no list, not for an empty table
         lines.append("hottest tensors")
         lines.append(f"  {'accesses':>10} {'share':>6} {'read':>10} {'size':>10}  tensor")
-        for r in result.to_pandas("tensors").head(top).itertuples():
+        for row in result.to_pandas("tensors").head(top).itertuples():
             lines.append(
-                f"  {r.accesses:>10,} {r.share:>6.1%} {size_text(r.bytes_accessed):>10} "
-                f"{size_text(r.n_bytes):>10}  {r.name}"
+                f"  {row.accesses:>10,} {row.share:>6.1%} {size_text(row.bytes_accessed):>10} "
+                f"{size_text(row.n_bytes):>10}  {row.name}"
             )
     lines.append("components")
     lines.append(f"  {'accesses':>10} {'read':>10} {'file':>10} {'untouched':>10}  component")
-    for r in result.to_pandas("components").itertuples():
-        kind = "" if r.weight else "  (intermediate)"
+    for row in result.to_pandas("components").itertuples():
+        kind = "" if row.weight else "  (intermediate)"
         lines.append(
-            f"  {r.accesses:>10,} {size_text(r.bytes_accessed):>10} {size_text(r.file_bytes):>10} "
-            f"{size_text(r.untouched_bytes):>10}  {r.component}{kind}"
+            f"  {row.accesses:>10,} {size_text(row.bytes_accessed):>10} {size_text(row.file_bytes):>10} "
+            f"{size_text(row.untouched_bytes):>10}  {row.component}{kind}"
         )
     experts = result.to_pandas("experts")
     if len(experts):
@@ -164,27 +168,29 @@ def text(result: Result, top: int = 10) -> str:
     """Return the console report: what was read, weights against intermediates, bytes per token, the share
     of the file never touched, the hot/cold curve, the `top` hottest tensors, components, experts and checks."""
     lines = _header(result) + _coverage(result) + _listings(result, top) + ["checks"]
-    for c in result.summary["checks"]:
-        lines.append(f"  {'ok  ' if c['ok'] else 'WARN'} {c['check']}: {check_detail(c)}")
+    for check in result.summary["checks"]:
+        lines.append(f"  {'ok  ' if check['ok'] else 'WARN'} {check['check']}: {check_detail(check)}")
     return "\n".join(lines)
 
 
 def json_text(result: Result, top: int = 10) -> str:
     """Return the JSON summary: the log, its entries and accesses, tokens, the bytes never touched, the
     `top` hottest tensors and the checks (with their details)."""
-    s = result.summary
+    summary = result.summary
     hottest = result.to_pandas("tensors").head(top)[["name", "accesses", "bytes_accessed"]]
     out = {
-        "log": s["log"],
-        "format": s["log_format"],
-        "entries": s["entries"],
-        "capacity": s["capacity"],
-        "accesses": s["accesses"],
-        "tokens": s["tokens"],
-        "never_touched_bytes": s["never_touched_bytes"],
-        "data_bytes": s["data_bytes"],
+        "log": summary["log"],
+        "format": summary["log_format"],
+        "entries": summary["entries"],
+        "capacity": summary["capacity"],
+        "accesses": summary["accesses"],
+        "tokens": summary["tokens"],
+        "never_touched_bytes": summary["never_touched_bytes"],
+        "data_bytes": summary["data_bytes"],
         "hottest": hottest.to_dict("records"),
-        "checks": [{"check": c["check"], "ok": c["ok"], "detail": check_detail(c)} for c in s["checks"]],
+        "checks": [
+            {"check": check["check"], "ok": check["ok"], "detail": check_detail(check)} for check in summary["checks"]
+        ],
     }
     return json.dumps(out, indent=1, default=int)
 
@@ -205,20 +211,21 @@ def write_tables(result: Result, out: str | os.PathLike, fmt: str = "csv") -> li
 def write_html(result: Result, path: str | os.PathLike, max_points_3d: int | None = None) -> None:
     """Write the HTML report to `path`: one file, plotly.js inlined once, no network needed; the 3-D view
     samples at most `max_points_3d` accesses (default: the analysis' max_points)."""
-    s = result.summary
+    summary = result.summary
     figs = figures(result, max_points_3d)
     checks = "".join(
-        f"<li>{'ok' if c['ok'] else '<b>warning</b>'} {c['check']}: {check_detail(c)}</li>" for c in s["checks"]
+        f"<li>{'ok' if check['ok'] else '<b>warning</b>'} {check['check']}: {check_detail(check)}</li>"
+        for check in summary["checks"]
     )
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuan tensors</title></head><body "
         "style='font-family:sans-serif'>",
-        f"<h2>gpuan tensors: {s['log']}</h2><p>model {s['model']}; {s['log_format']}, {s['entries']:,} entries, "
-        f"{s['accesses']:,} accesses</p><ul>{checks}</ul>",
+        f"<h2>gpuan tensors: {summary['log']}</h2><p>model {summary['model']}; {summary['log_format']}, "
+        f"{summary['entries']:,} entries, {summary['accesses']:,} accesses</p><ul>{checks}</ul>",
     ]
-    for i, f in enumerate(figs):
-        f.update_layout(template="plotly_white", height=520)
-        parts.append(f.to_html(full_html=False, include_plotlyjs=i == 0))
+    for i, fig in enumerate(figs):
+        fig.update_layout(template="plotly_white", height=520)
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
     parts.append("</body></html>")
     write_text(path, "\n".join(parts))
 
@@ -236,9 +243,9 @@ def _dense(table: pd.DataFrame, rows: str, columns: str, value: str, shape: tupl
 
 def _time_axis(result: Result) -> np.ndarray:
     """The start of each time bin, in ms from the log's start."""
-    s = result.summary
-    span_ms = (s["span_ns"] + 1) / 1e6
-    return np.arange(s["time_bins"]) * span_ms / s["time_bins"]
+    summary = result.summary
+    span_ms = (summary["span_ns"] + 1) / 1e6
+    return np.arange(summary["time_bins"]) * span_ms / summary["time_bins"]
 
 
 def _hottest_and_curve(result: Result) -> list:
@@ -279,7 +286,7 @@ def _token_layer(result: Result) -> list:
     grid[cells["token"].to_numpy(), cells["layer"].to_numpy() + 1] = cells["bytes_accessed"].to_numpy()
     step = max(1, -(-shape[0] // 1000))
     binned = np.add.reduceat(grid, np.arange(0, shape[0], step), axis=0) if step > 1 else grid
-    f = go.Figure(
+    fig = go.Figure(
         go.Heatmap(
             z=binned.T.astype(np.float32),
             x=np.arange(0, shape[0], step),
@@ -288,33 +295,33 @@ def _token_layer(result: Result) -> list:
             colorbar_title="bytes",
         )
     )
-    f.update_layout(
+    fig.update_layout(
         title=f"bytes read per token and layer (layer -1: none; {step} token(s) per column)",
         xaxis_title="token",
         yaxis_title="layer",
     )
-    return [f]
+    return [fig]
 
 
 def _offset_timeline(result: Result) -> list:
     """The file-offset timeline, pre-binned as a heatmap."""
     import plotly.graph_objects as go
 
-    s = result.summary
-    bins = (s["time_bins"], s["offset_bins"])
+    summary = result.summary
+    bins = (summary["time_bins"], summary["offset_bins"])
     grid = _dense(result.to_pandas("time_offset"), "time_bin", "offset_bin", "accesses", bins)
-    f = go.Figure(
+    fig = go.Figure(
         go.Heatmap(
             z=np.log1p(grid.T.astype(np.float32)),
             x=_time_axis(result),
-            y=np.arange(bins[1]) * s["file_bytes"] / bins[1] / 1e6,
+            y=np.arange(bins[1]) * summary["file_bytes"] / bins[1] / 1e6,
             colorscale="Hot",
             reversescale=True,
             colorbar_title="log(1+accesses)",
         )
     )
-    f.update_layout(title="file-offset timeline (pre-binned)", xaxis_title="ms", yaxis_title="file offset (MB)")
-    return [f]
+    fig.update_layout(title="file-offset timeline (pre-binned)", xaxis_title="ms", yaxis_title="file offset (MB)")
+    return [fig]
 
 
 def _sampled(result: Result, max_points_3d: int | None) -> list:
@@ -369,7 +376,7 @@ def _threads(result: Result) -> list:
     cells = result.to_pandas("thread_time")
     rows = int(cells["thread"].max()) + 1 if len(cells) else 1
     grid = _dense(cells, "thread", "time_bin", "accesses", (rows, result.summary["time_bins"]))
-    f = go.Figure(
+    fig = go.Figure(
         go.Heatmap(
             z=grid.astype(np.float64),
             x=_time_axis(result),
@@ -378,8 +385,8 @@ def _threads(result: Result) -> list:
             colorbar_title="accesses",
         )
     )
-    f.update_layout(title="thread utilisation over time (accesses per bin)", xaxis_title="ms", yaxis_title="thread")
-    return [f]
+    fig.update_layout(title="thread utilisation over time (accesses per bin)", xaxis_title="ms", yaxis_title="thread")
+    return [fig]
 
 
 def _experts(result: Result) -> list:
@@ -409,16 +416,16 @@ def _bytes_over_time(result: Result) -> list:
     import plotly.graph_objects as go
 
     timeline, axis = result.to_pandas("timeline"), _time_axis(result)
-    f = go.Figure(
+    fig = go.Figure(
         [
             go.Scatter(x=axis, y=timeline["weight_bytes"].to_numpy(), name="weights", stackgroup="kind"),
             go.Scatter(x=axis, y=timeline["intermediate_bytes"].to_numpy(), name="intermediates", stackgroup="kind"),
         ]
     )
-    f.update_layout(
+    fig.update_layout(
         title="bytes read over time: parameters against intermediates", xaxis_title="ms", yaxis_title="bytes"
     )
-    return [f]
+    return [fig]
 
 
 def _buffers(result: Result) -> list:
@@ -428,14 +435,14 @@ def _buffers(result: Result) -> list:
     if "buffer_memory" not in result.tables or not result.tables["buffer_memory"].num_rows:
         return []
     memory = result.to_pandas("buffer_memory")
-    f = go.Figure(
+    fig = go.Figure(
         [
-            go.Scatter(x=g["timestamp_ms"], y=g["bytes_in_use"], name=str(b), line_shape="hv")
-            for b, g in memory.groupby("backend")
+            go.Scatter(x=events["timestamp_ms"], y=events["bytes_in_use"], name=str(backend), line_shape="hv")
+            for backend, events in memory.groupby("backend")
         ]
     )
-    f.update_layout(title="buffer memory in use per backend", xaxis_title="ms", yaxis_title="bytes")
-    return [f]
+    fig.update_layout(title="buffer memory in use per backend", xaxis_title="ms", yaxis_title="bytes")
+    return [fig]
 
 
 def figures(result: Result, max_points_3d: int | None = None) -> list:

@@ -242,28 +242,32 @@ class _UnitTotals:
         self.outside = self.outside_bytes = 0
         self.examples: list[int] = []
 
-    def add(self, w: _Window) -> None:
+    def add(self, window: _Window) -> None:
         xp = self.eng.xp
-        hit = w.hit
-        unit, size, ts = w.unit[hit], w.size[hit], w.ts[hit]
+        hit = window.hit
+        unit, size, ts = window.unit[hit], window.size[hit], window.ts[hit]
         self.count += xp.bincount(unit, minlength=self.n_units)
         self.bytes += xp.bincount(unit, weights=size, minlength=self.n_units).astype(xp.int64)
         _scatter(xp, "min", self.first, unit, ts)
         _scatter(xp, "max", self.last, unit, ts)
-        outside = w.in_file & ~hit
+        outside = window.in_file & ~hit
         n_outside = int(outside.sum())
         if n_outside:
             self.outside += n_outside
-            self.outside_bytes += int(w.size[outside].sum())
+            self.outside_bytes += int(window.size[outside].sum())
             wanted = OUTSIDE_EXAMPLES - len(self.examples)
             if wanted > 0:
-                self.examples += [int(x) for x in self.eng.to_host(w.offset[outside][:wanted])]
+                self.examples += [int(x) for x in self.eng.to_host(window.offset[outside][:wanted])]
 
-    def finish(self, s: Scanned) -> None:
+    def finish(self, scanned: Scanned) -> None:
         host = self.eng.to_host
-        s.unit_count, s.unit_bytes = host(self.count), host(self.bytes)
-        s.unit_first, s.unit_last = host(self.first), host(self.last)
-        s.outside, s.outside_bytes, s.outside_examples = self.outside, self.outside_bytes, self.examples
+        scanned.unit_count, scanned.unit_bytes = host(self.count), host(self.bytes)
+        scanned.unit_first, scanned.unit_last = host(self.first), host(self.last)
+        scanned.outside, scanned.outside_bytes, scanned.outside_examples = (
+            self.outside,
+            self.outside_bytes,
+            self.examples,
+        )
 
 
 class _NameTotals:
@@ -273,20 +277,20 @@ class _NameTotals:
         self.eng, self.listing = eng, listing
         self.count, self.bytes = eng.xp.zeros(16, eng.xp.int64), eng.xp.zeros(16, eng.xp.int64)
 
-    def add(self, w: _Window) -> None:
+    def add(self, window: _Window) -> None:
         xp = self.eng.xp
         if len(self.listing) > self.count.shape[0]:
             self.count, self.bytes = _grow(xp, self.count, len(self.listing)), _grow(xp, self.bytes, len(self.listing))
         rows = self.count.shape[0]
-        intermediate = ~w.in_file
-        ids = w.name_id[intermediate]
+        intermediate = ~window.in_file
+        ids = window.name_id[intermediate]
         self.count += xp.bincount(ids, minlength=rows)[:rows]
-        self.bytes += xp.bincount(ids, weights=w.size[intermediate], minlength=rows).astype(xp.int64)[:rows]
+        self.bytes += xp.bincount(ids, weights=window.size[intermediate], minlength=rows).astype(xp.int64)[:rows]
 
-    def finish(self, s: Scanned) -> None:
-        s.names = self.listing
-        s.name_count = self.eng.to_host(self.count)[: len(self.listing)]
-        s.name_bytes = self.eng.to_host(self.bytes)[: len(self.listing)]
+    def finish(self, scanned: Scanned) -> None:
+        scanned.names = self.listing
+        scanned.name_count = self.eng.to_host(self.count)[: len(self.listing)]
+        scanned.name_bytes = self.eng.to_host(self.bytes)[: len(self.listing)]
 
 
 class _Pairs:
@@ -337,35 +341,42 @@ class _TokenTotals:
         self.by_layer = xp.zeros((tokens, n_layers), xp.int64)
         self.pairs = _Pairs(eng, tokens, n_units)
 
-    def add(self, w: _Window) -> None:
+    def add(self, window: _Window) -> None:
         xp, values = self.eng.xp, self.values
-        top = int(w.token.max()) + 1
+        top = int(window.token.max()) + 1
         if top > values["count"].shape[0]:
             self.values = values = {k: _grow(xp, v, top, TOKEN_FILLS[k]) for k, v in values.items()}
             self.by_layer = _grow(xp, self.by_layer, top)
             self.pairs.grow(top)
-        rows, token, size = values["count"].shape[0], w.token, w.size
+        rows, token, size = values["count"].shape[0], window.token, window.size
         values["count"] += xp.bincount(token, minlength=rows)
         values["bytes"] += xp.bincount(token, weights=size, minlength=rows).astype(xp.int64)
-        values["weight"] += xp.bincount(token, weights=xp.where(w.in_file, size, 0), minlength=rows).astype(xp.int64)
-        _scatter(xp, "min", values["first"], token, w.ts)
-        _scatter(xp, "max", values["last"], token, w.ts)
-        _scatter(xp, "max", values["phase"], token, w.phase.astype(xp.int64))
+        values["weight"] += xp.bincount(token, weights=xp.where(window.in_file, size, 0), minlength=rows).astype(
+            xp.int64
+        )
+        _scatter(xp, "min", values["first"], token, window.ts)
+        _scatter(xp, "max", values["last"], token, window.ts)
+        _scatter(xp, "max", values["phase"], token, window.phase.astype(xp.int64))
         columns = self.by_layer.shape[1]
-        layer = xp.clip(w.layer + 1, 0, columns - 1).astype(xp.int64)
+        layer = xp.clip(window.layer + 1, 0, columns - 1).astype(xp.int64)
         cells = xp.bincount(token * columns + layer, weights=size, minlength=rows * columns)
         self.by_layer += cells.astype(xp.int64).reshape(rows, columns)
-        hit = w.hit
-        self.pairs.add(token[hit], w.unit[hit])
+        hit = window.hit
+        self.pairs.add(token[hit], window.unit[hit])
 
-    def finish(self, s: Scanned) -> None:
+    def finish(self, scanned: Scanned) -> None:
         host = self.eng.to_host
         top = int(np.max(np.nonzero(host(self.values["count"]))[0], initial=-1)) + 1
-        s.tok_count, s.tok_bytes, s.tok_weight_bytes, s.tok_first, s.tok_last, s.tok_phase = (
-            host(self.values[k])[:top] for k in TOKEN_FILLS
-        )
-        s.token_layer = host(self.by_layer)[:top]
-        s.pairs = self.pairs.keys()
+        (
+            scanned.tok_count,
+            scanned.tok_bytes,
+            scanned.tok_weight_bytes,
+            scanned.tok_first,
+            scanned.tok_last,
+            scanned.tok_phase,
+        ) = (host(self.values[k])[:top] for k in TOKEN_FILLS)
+        scanned.token_layer = host(self.by_layer)[:top]
+        scanned.pairs = self.pairs.keys()
 
 
 class _Pages:
@@ -376,9 +387,9 @@ class _Pages:
         self.pages = file_bytes // page_bytes + 2
         self.diff = eng.xp.zeros(self.pages + 1, eng.xp.int64)
 
-    def add(self, w: _Window) -> None:
+    def add(self, window: _Window) -> None:
         xp, page = self.eng.xp, self.page_bytes
-        offset, size = w.offset[w.in_file], w.size[w.in_file]
+        offset, size = window.offset[window.in_file], window.size[window.in_file]
         inside = offset < self.file_bytes
         offset, size = offset[inside], size[inside]
         first_page = offset // page
@@ -386,8 +397,8 @@ class _Pages:
         self.diff += xp.bincount(first_page, minlength=self.pages + 1)[: self.pages + 1]
         self.diff -= xp.bincount(last_page + 1, minlength=self.pages + 1)[: self.pages + 1]
 
-    def finish(self, s: Scanned) -> None:
-        s.page_hits = np.cumsum(self.eng.to_host(self.diff))[: -(-self.file_bytes // self.page_bytes)]
+    def finish(self, scanned: Scanned) -> None:
+        scanned.page_hits = np.cumsum(self.eng.to_host(self.diff))[: -(-self.file_bytes // self.page_bytes)]
 
 
 class _TimeViews:
@@ -403,29 +414,29 @@ class _TimeViews:
         self.time_kind = xp.zeros(2 * self.time_bins, xp.int64)
         self.op_count = xp.zeros(256, xp.int64)
 
-    def add(self, w: _Window) -> None:
+    def add(self, window: _Window) -> None:
         xp, time_bins, offset_bins = self.eng.xp, self.time_bins, self.offset_bins
-        time_bin = xp.clip((w.ts - self.t0) * time_bins // self.span, 0, time_bins - 1)
-        self.thread_time = _grow(xp, self.thread_time, int(w.thread.max()) + 1)
-        cells = xp.bincount(w.thread.astype(xp.int64) * time_bins + time_bin, minlength=self.thread_time.size)
+        time_bin = xp.clip((window.ts - self.t0) * time_bins // self.span, 0, time_bins - 1)
+        self.thread_time = _grow(xp, self.thread_time, int(window.thread.max()) + 1)
+        cells = xp.bincount(window.thread.astype(xp.int64) * time_bins + time_bin, minlength=self.thread_time.size)
         self.thread_time += cells.reshape(-1, time_bins)
         # offsets beyond the file go to the last bin (capped first: offset * bins must not overflow int64)
-        capped = xp.minimum(w.offset, self.file_bytes)
+        capped = xp.minimum(window.offset, self.file_bytes)
         offset_bin = xp.clip(capped * offset_bins // max(self.file_bytes, 1), 0, offset_bins - 1)
-        cell = (time_bin * offset_bins + offset_bin)[w.in_file]
+        cell = (time_bin * offset_bins + offset_bin)[window.in_file]
         self.time_offset += xp.bincount(cell, minlength=time_bins * offset_bins)
-        kind = time_bin * 2 + (~w.in_file).astype(xp.int64)
-        self.time_kind += xp.bincount(kind, weights=w.size, minlength=2 * time_bins).astype(xp.int64)
-        first_of_entry = xp.ones(w.n, bool)
-        first_of_entry[1:] = w.entry[1:] != w.entry[:-1]
-        self.op_count += xp.bincount(w.op[first_of_entry].astype(xp.int64), minlength=256)
+        kind = time_bin * 2 + (~window.in_file).astype(xp.int64)
+        self.time_kind += xp.bincount(kind, weights=window.size, minlength=2 * time_bins).astype(xp.int64)
+        first_of_entry = xp.ones(window.n, bool)
+        first_of_entry[1:] = window.entry[1:] != window.entry[:-1]
+        self.op_count += xp.bincount(window.op[first_of_entry].astype(xp.int64), minlength=256)
 
-    def finish(self, s: Scanned) -> None:
+    def finish(self, scanned: Scanned) -> None:
         host = self.eng.to_host
-        s.thread_time = host(self.thread_time)
-        s.time_offset = host(self.time_offset).reshape(self.time_bins, self.offset_bins)
-        s.time_kind = host(self.time_kind).reshape(self.time_bins, 2)
-        s.op_count = host(self.op_count)
+        scanned.thread_time = host(self.thread_time)
+        scanned.time_offset = host(self.time_offset).reshape(self.time_bins, self.offset_bins)
+        scanned.time_kind = host(self.time_kind).reshape(self.time_bins, 2)
+        scanned.op_count = host(self.op_count)
 
 
 class _Timestamps:
@@ -438,8 +449,8 @@ class _Timestamps:
         self.longest: list[tuple[int, int, int]] = []  # a min-heap of (gap ns, entry, token)
         self.previous: int | None = None
 
-    def add(self, w: _Window) -> None:
-        xp, ts = self.eng.xp, w.ts
+    def add(self, window: _Window) -> None:
+        xp, ts = self.eng.xp, window.ts
         before = ts[:1] if self.previous is None else xp.asarray([self.previous], dtype=ts.dtype)
         step = xp.diff(ts, prepend=before)
         self.backward += int((step < 0).sum())
@@ -450,12 +461,16 @@ class _Timestamps:
         for i in {int(xp.argmax(step)), *(int(x) for x in self.eng.to_host(over))}:
             gap = int(step[i])
             if gap > 0:
-                item = (gap, w.start + int(w.entry[i]), int(w.token[i]))
+                item = (gap, window.start + int(window.entry[i]), int(window.token[i]))
                 (heapq.heappush if len(self.longest) < GAPS_KEPT else heapq.heappushpop)(self.longest, item)
         self.previous = int(ts[-1])
 
-    def finish(self, s: Scanned) -> None:
-        s.backward, s.gap_count, s.gaps = self.backward, self.gap_count, sorted(self.longest, reverse=True)
+    def finish(self, scanned: Scanned) -> None:
+        scanned.backward, scanned.gap_count, scanned.gaps = (
+            self.backward,
+            self.gap_count,
+            sorted(self.longest, reverse=True),
+        )
 
 
 class _Sample:
@@ -466,17 +481,17 @@ class _Sample:
         self.stride = max(1, -(-entries // max(max_points, 1)))
         self.parts: list[dict[str, np.ndarray]] = []
 
-    def add(self, w: _Window) -> None:
-        keep = (w.start + w.entry) % self.stride == 0
+    def add(self, window: _Window) -> None:
+        keep = (window.start + window.entry) % self.stride == 0
         columns = ("ts", "token", "layer", "thread", "offset", "unit")
-        self.parts.append({k: self.eng.to_host(getattr(w, k)[keep]) for k in columns})
+        self.parts.append({k: self.eng.to_host(getattr(window, k)[keep]) for k in columns})
 
-    def finish(self, s: Scanned) -> None:
+    def finish(self, scanned: Scanned) -> None:
         sample = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]} if self.parts else {}
         if sample and len(sample["ts"]) > self.max_points:
             pick = np.linspace(0, len(sample["ts"]) - 1, self.max_points).astype(np.int64)
             sample = {k: v[pick] for k, v in sample.items()}
-        s.sample = sample
+        scanned.sample = sample
 
 
 def scan(inputs: TensorInputs, options: Options, engine: Engine) -> Scanned:
@@ -485,12 +500,12 @@ def scan(inputs: TensorInputs, options: Options, engine: Engine) -> Scanned:
     model, units = inputs.model, inputs.units
     unit_layer = np.array([layer_of(n) for n in model.tensors["name"].to_numpy()], np.int32)[units["tensor"].to_numpy()]
     t0, t1 = inputs.span()
-    s = Scanned(inputs, unit_layer, options, t0, t1, engine.name)
-    join = _Join(engine, inputs, unit_layer, s.names)
+    scanned = Scanned(inputs, unit_layer, options, t0, t1, engine.name)
+    join = _Join(engine, inputs, unit_layer, scanned.names)
     n_layers = int(max(unit_layer.max(initial=-1), 0)) + 2
     parts = (
         _UnitTotals(engine, len(units)),
-        _NameTotals(engine, s.names),
+        _NameTotals(engine, scanned.names),
         _TokenTotals(engine, inputs.token_hint(), len(units), n_layers),
         _Pages(engine, model.file_bytes, options.page_bytes),
         _TimeViews(engine, t0, t1, options, model.file_bytes),
@@ -502,10 +517,10 @@ def scan(inputs: TensorInputs, options: Options, engine: Engine) -> Scanned:
         del columns
         if window is None:
             continue
-        s.accesses += window.n
+        scanned.accesses += window.n
         for part in parts:
             part.add(window)
         del window
     for part in parts:
-        part.finish(s)
-    return s
+        part.finish(scanned)
+    return scanned

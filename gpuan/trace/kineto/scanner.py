@@ -126,10 +126,32 @@ T_MEM_DEV, T_MEM_DEV_TYPE = 26, 27
 # Intern-table state slots.
 ST_UNIQUE, ST_POOL = 0, 1
 
+# The bytes JSON is made of, by name: numba folds module-level ints into constants, as if written as numbers.
+QUOTE, BACKSLASH = ord('"'), ord("\\")
+COMMA, COLON = ord(","), ord(":")
+OPEN_OBJECT, CLOSE_OBJECT = ord("{"), ord("}")
+OPEN_ARRAY, CLOSE_ARRAY = ord("["), ord("]")
+SPACE, TAB, NEWLINE, RETURN = ord(" "), ord("\t"), ord("\n"), ord("\r")
+MINUS, PLUS, POINT = ord("-"), ord("+"), ord(".")
+DIGIT_0, DIGIT_5, DIGIT_9 = ord("0"), ord("5"), ord("9")
+EXP_LOWER, EXP_UPPER = ord("e"), ord("E")
+HEX_X_LOWER, HEX_X_UPPER = ord("x"), ord("X")  # the x of a "0x1f" string
+LOWER_A, LOWER_F, LOWER_Z = ord("a"), ord("f"), ord("z")
+UPPER_A, UPPER_F, UPPER_Z = ord("A"), ord("F"), ord("Z")
+NULL_START = ord("n")  # no other JSON value starts with n
+UTF8_BOM = (0xEF, 0xBB, 0xBF)
+
+# Event phases ("ph") of the Chrome trace format, the context phases ( and ) included.
+PHASES = "BEXiICbneSTpFstfPONDMVvRc()"
+IS_PHASE = np.zeros(256, np.bool_)
+IS_PHASE[[ord(p) for p in PHASES]] = True
+PH_FLOW_START, PH_FLOW_STEP, PH_FLOW_END = ord("s"), ord("t"), ord("f")
+PH_METADATA = ord("M")
+
 
 @njit(cache=True, inline="always")
 def _is_ws(c):
-    return c == 32 or c == 10 or c == 13 or c == 9
+    return c == SPACE or c == NEWLINE or c == RETURN or c == TAB
 
 
 @njit(cache=True, inline="always")
@@ -175,14 +197,14 @@ def string_end(buf, b64, pos, n):
             pos += 8
             continue
         pos += trailing_zeros(hits) >> 3
-        if buf[pos] == 34:
+        if buf[pos] == QUOTE:
             return pos
         pos += 2
     while pos < n:
         c = buf[pos]
-        if c == 34:
+        if c == QUOTE:
             return pos
-        if c == 92:
+        if c == BACKSLASH:
             pos += 2
         else:
             pos += 1
@@ -192,7 +214,10 @@ def string_end(buf, b64, pos, n):
 @njit(cache=True, inline="always")
 def _value_byte(c):
     """Whether a number or a literal (true, false, null; NaN and Infinity too, rejected later) may hold c."""
-    return 48 <= c <= 57 or 97 <= c <= 122 or 65 <= c <= 90 or c == 45 or c == 43 or c == 46
+    return (
+        DIGIT_0 <= c <= DIGIT_9 or LOWER_A <= c <= LOWER_Z or UPPER_A <= c <= UPPER_Z
+        or c == MINUS or c == PLUS or c == POINT
+    )  # fmt: skip
 
 
 @njit(cache=True)
@@ -201,33 +226,33 @@ def skip_value(buf, b64, pos, n):
     outside its strings is one no JSON value holds there (the insides of strings are not checked, nor the
     order of the tokens in objects and arrays)."""
     c = buf[pos]
-    if c == 34:
+    if c == QUOTE:
         e = string_end(buf, b64, pos + 1, n)
         return -1 if e < 0 else e + 1
-    if c == 123 or c == 91:
+    if c == OPEN_OBJECT or c == OPEN_ARRAY:
         depth = 0
         while pos < n:
             c = buf[pos]
-            if c == 34:
+            if c == QUOTE:
                 e = string_end(buf, b64, pos + 1, n)
                 if e < 0:
                     return -1
                 pos = e + 1
                 continue
-            if c == 123 or c == 91:
+            if c == OPEN_OBJECT or c == OPEN_ARRAY:
                 depth += 1
-            elif c == 125 or c == 93:
+            elif c == CLOSE_OBJECT or c == CLOSE_ARRAY:
                 depth -= 1
                 if depth == 0:
                     return pos + 1
-            elif not (_is_ws(c) or c == 44 or c == 58 or _value_byte(c)):
+            elif not (_is_ws(c) or c == COMMA or c == COLON or _value_byte(c)):
                 return -2
             pos += 1
         return -1
     # number or literal: runs to the next delimiter, through the bytes numbers and literals are made of
     while pos < n:
         c = buf[pos]
-        if c == 44 or c == 125 or c == 93 or _is_ws(c):
+        if c == COMMA or c == CLOSE_OBJECT or c == CLOSE_ARRAY or _is_ws(c):
             return pos
         if not _value_byte(c):
             return -2  # no JSON value has this byte here
@@ -322,33 +347,33 @@ def _exponent_ns(buf, start, epos, n):
     seen_point = False
     for i in range(start, epos):
         c = buf[i]
-        if c == 46:
+        if c == POINT:
             seen_point = True
             continue
         if sig < 18:
-            if mant > 0 or c != 48:
+            if mant > 0 or c != DIGIT_0:
                 sig += 1
-            mant = mant * 10 + (c - 48)
+            mant = mant * 10 + (c - DIGIT_0)
             if seen_point:
                 scale -= 1
         elif not seen_point:
             scale += 1  # a digit beyond what int64 holds, before the point: a power of ten
             if sig == 18:
-                round_up = c >= 53
+                round_up = c >= DIGIT_5
                 sig += 1
         elif sig == 18:
-            round_up = c >= 53
+            round_up = c >= DIGIT_5
             sig += 1
     if round_up:
         mant += 1
     pos = epos + 1
     eneg = False
-    if pos < n and (buf[pos] == 45 or buf[pos] == 43):
-        eneg = buf[pos] == 45
+    if pos < n and (buf[pos] == MINUS or buf[pos] == PLUS):
+        eneg = buf[pos] == MINUS
         pos += 1
     e = 0
-    while pos < n and 48 <= buf[pos] <= 57:
-        e = min(e * 10 + (buf[pos] - 48), 10_000)
+    while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
+        e = min(e * 10 + (buf[pos] - DIGIT_0), 10_000)
         pos += 1
     if pos >= n:
         return np.int64(0), -1
@@ -375,23 +400,23 @@ def parse_ns(buf, b64, pos, n):
     exponent notation. Returns (value, end position); end is -1 if the number runs past n or is not a
     number."""
     neg = False
-    if pos < n and buf[pos] == 45:
+    if pos < n and buf[pos] == MINUS:
         neg = True
         pos += 1
     digits_start = pos
     ip = np.int64(0)
     nd = 0
-    while pos < n and 48 <= buf[pos] <= 57:
-        ip = ip * 10 + (buf[pos] - 48)
+    while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
+        ip = ip * 10 + (buf[pos] - DIGIT_0)
         pos += 1
         nd += 1
     frac = np.int64(0)
     fd = 0
     round_up = False
-    if pos < n and buf[pos] == 46:
+    if pos < n and buf[pos] == POINT:
         pos += 1
-        while pos < n and 48 <= buf[pos] <= 57:
-            d = buf[pos] - 48
+        while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
+            d = buf[pos] - DIGIT_0
             if fd < 3:
                 frac = frac * 10 + d
             elif fd == 3:
@@ -400,7 +425,7 @@ def parse_ns(buf, b64, pos, n):
             pos += 1
     if pos >= n:
         return np.int64(0), -1
-    if buf[pos] == 101 or buf[pos] == 69:
+    if buf[pos] == EXP_LOWER or buf[pos] == EXP_UPPER:
         v, pos = _exponent_ns(buf, digits_start, pos, n)
         return (-v if neg else v), pos
     if (nd == 0 and fd == 0) or nd > 16 or ip > MAX_US:  # MAX_US has 16 digits: more may have wrapped
@@ -417,12 +442,12 @@ def _time_value(buf, b64, pos, n):
     False for any other value (a string, NaN, true) and for a number beyond int64 nanoseconds."""
     c = buf[pos]
     e = skip_value(buf, b64, pos, n)
-    if c == 45 or 48 <= c <= 57:
+    if c == MINUS or DIGIT_0 <= c <= DIGIT_9:
         v, end = parse_ns(buf, b64, pos, n)
         if end < 0 and e >= 0:
             return NULL64, e, False  # a whole token that is no time: "-", or out of range
         return v, end, True
-    return NULL64, e, c == 110  # null
+    return NULL64, e, c == NULL_START  # null
 
 
 @njit(cache=True, inline="always")
@@ -430,25 +455,25 @@ def parse_int(buf, b64, pos, n):
     """Parse an integer value at pos: a JSON number (fraction dropped), or a string holding a decimal
     or 0x-hex number. Returns (value or NULL64, end position or -1)."""
     c = buf[pos]
-    if c == 34:
+    if c == QUOTE:
         e = string_end(buf, b64, pos + 1, n)
         if e < 0:
             return NULL64, -1
         a = pos + 1
         neg = False
-        if a < e and buf[a] == 45:
+        if a < e and buf[a] == MINUS:
             neg = True
             a += 1
         v = np.int64(0)
-        if e - a > 2 and buf[a] == 48 and (buf[a + 1] == 120 or buf[a + 1] == 88):
+        if e - a > 2 and buf[a] == DIGIT_0 and (buf[a + 1] == HEX_X_LOWER or buf[a + 1] == HEX_X_UPPER):
             for i in range(a + 2, e):
                 d = buf[i]
-                if 48 <= d <= 57:
-                    v = v * 16 + (d - 48)
-                elif 97 <= d <= 102:
-                    v = v * 16 + (d - 87)
-                elif 65 <= d <= 70:
-                    v = v * 16 + (d - 55)
+                if DIGIT_0 <= d <= DIGIT_9:
+                    v = v * 16 + (d - DIGIT_0)
+                elif LOWER_A <= d <= LOWER_F:
+                    v = v * 16 + (d - LOWER_A + 10)
+                elif UPPER_A <= d <= UPPER_F:
+                    v = v * 16 + (d - UPPER_A + 10)
                 else:
                     return NULL64, e + 1
         else:
@@ -456,19 +481,19 @@ def parse_int(buf, b64, pos, n):
                 return NULL64, e + 1
             for i in range(a, e):
                 d = buf[i]
-                if 48 <= d <= 57:
-                    v = v * 10 + (d - 48)
+                if DIGIT_0 <= d <= DIGIT_9:
+                    v = v * 10 + (d - DIGIT_0)
                 else:
                     return NULL64, e + 1
         return (-v if neg else v), e + 1
-    if c == 45 or 48 <= c <= 57:
-        neg = c == 45
+    if c == MINUS or DIGIT_0 <= c <= DIGIT_9:
+        neg = c == MINUS
         if neg:
             pos += 1
         v = np.int64(0)
         start = pos
-        while pos < n and 48 <= buf[pos] <= 57:
-            v = v * 10 + (buf[pos] - 48)
+        while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
+            v = v * 10 + (buf[pos] - DIGIT_0)
             pos += 1
         digits = pos - start
         pos = _number_rest(buf, pos, n)  # a fraction or exponent is dropped; anything else ends the value
@@ -482,15 +507,15 @@ def parse_int(buf, b64, pos, n):
 def _number_rest(buf, pos, n):
     """Return the position after the fraction and exponent (if any) of a number whose integer digits end
     at pos, or -1 when the buffer ends first."""
-    if pos < n and buf[pos] == 46:
+    if pos < n and buf[pos] == POINT:
         pos += 1
-        while pos < n and 48 <= buf[pos] <= 57:
+        while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
             pos += 1
-    if pos < n and (buf[pos] == 101 or buf[pos] == 69):
+    if pos < n and (buf[pos] == EXP_LOWER or buf[pos] == EXP_UPPER):
         pos += 1
-        if pos < n and (buf[pos] == 43 or buf[pos] == 45):
+        if pos < n and (buf[pos] == PLUS or buf[pos] == MINUS):
             pos += 1
-        while pos < n and 48 <= buf[pos] <= 57:
+        while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
             pos += 1
     return pos if pos < n else -1
 
@@ -503,11 +528,11 @@ def _int_value(buf, b64, pos, n):
     v, e = parse_int(buf, b64, pos, n)
     if e < 0:
         return v, e, True
-    if c == 45 or 48 <= c <= 57:
+    if c == MINUS or DIGIT_0 <= c <= DIGIT_9:
         return v, e, v != NULL64  # NULL64: no digits, or more than int64 holds
-    if c == 34:
+    if c == QUOTE:
         return v, e, v != NULL64
-    return v, e, c == 110
+    return v, e, c == NULL_START
 
 
 @njit(cache=True, inline="always")
@@ -524,16 +549,16 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
     knows it) when the value is neither such an array, nor null, nor a string (Triton's launcher records
     its grid as text, e.g. "grid(100,)", on the cpu_op)."""
     c = buf[pos]
-    if c != 91:
+    if c != OPEN_ARRAY:
         e = skip_value(buf, b64, pos, n)
-        return e if e < 0 or c == 34 or c == 110 else -3
+        return e if e < 0 or c == QUOTE or c == NULL_START else -3
     pos += 1
     k = 0
     while True:
         pos = skip_ws(buf, pos, n)
         if pos >= n:
             return -1
-        if buf[pos] == 93:
+        if buf[pos] == CLOSE_ARRAY:
             return pos + 1
         v, pos, ok = _int_value(buf, b64, pos, n)
         if pos < 0:
@@ -544,7 +569,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             o32[row, col + k] = _int32(v)
         k += 1
         pos = skip_ws(buf, pos, n)
-        if pos < n and buf[pos] == 44:
+        if pos < n and buf[pos] == COMMA:
             pos += 1
 
 
@@ -552,7 +577,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
 def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
-    if buf[pos] == 34:
+    if buf[pos] == QUOTE:
         e = string_end(buf, b64, pos + 1, n)
         if e < 0:
             return NULL32, -1
@@ -561,7 +586,7 @@ def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     e = skip_value(buf, b64, pos, n)
     if e < 0:
         return NULL32, -1
-    if raw and buf[pos] != 110:  # anything but null
+    if raw and buf[pos] != NULL_START:  # anything but null
         sid = intern(buf, b64, pos, e, tkeys, tvals, pool64, uoff, ulen, st)
         return sid, e
     return NULL32, e
@@ -575,7 +600,7 @@ def _parse_key(buf, b64, pos, n):
         return np.uint64(0), -1
     h = _hash_bytes(b64, pos + 1, e)
     p = skip_ws(buf, e + 1, n)
-    if p >= n or buf[p] != 58:
+    if p >= n or buf[p] != COLON:
         return h, -1
     return h, skip_ws(buf, p + 1, n)
 
@@ -651,17 +676,17 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
     -2 when the intern table is full, -3 when a value gpuan reads has the wrong type (its position in
     the row's S_BAD)."""
-    if buf[pos] != 123:
+    if buf[pos] != OPEN_OBJECT:
         e = skip_value(buf, b64, pos, n)
-        if e >= 0 and buf[pos] != 110:
+        if e >= 0 and buf[pos] != NULL_START:
             o64[row, S_BAD] = pos
             return -3
         return e if e >= 0 else -1  # (-2 from skip_value is malformed JSON here, not a full table)
     pos = skip_ws(buf, pos + 1, n)
-    if pos < n and buf[pos] == 125:
+    if pos < n and buf[pos] == CLOSE_OBJECT:
         return pos + 1
     while pos < n:
-        if buf[pos] != 34:
+        if buf[pos] != QUOTE:
             return -1
         h, pos = _parse_key(buf, b64, pos, n)
         if pos < 0 or pos >= n:
@@ -696,9 +721,9 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
         if pos >= n:
             return -1
         c = buf[pos]
-        if c == 44:
+        if c == COMMA:
             pos = skip_ws(buf, pos + 1, n)
-        elif c == 125:
+        elif c == CLOSE_OBJECT:
             return pos + 1
         else:
             return -1
@@ -707,14 +732,8 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
 
 @njit(cache=True, inline="always")
 def _is_phase(c):
-    """Whether c is one of the Chrome trace format's event phases (B E X i I C b n e S T p F s t f P O N
-    D M V v R c, and the context phases ( and ))."""
-    return (
-        c == 66 or c == 69 or c == 88 or c == 105 or c == 73 or c == 67 or c == 98 or c == 110 or c == 101
-        or c == 83 or c == 84 or c == 112 or c == 70 or c == 115 or c == 116 or c == 102 or c == 80
-        or c == 79 or c == 78 or c == 68 or c == 77 or c == 86 or c == 118 or c == 82 or c == 99 or c == 40
-        or c == 41
-    )  # fmt: skip
+    """Whether the byte c is one of the Chrome trace format's event phases (PHASES)."""
+    return IS_PHASE[c]
 
 
 @njit(cache=True)
@@ -730,11 +749,11 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
     a field has the wrong type (the position of its value in o64[row, S_BAD])."""
     _clear_row(o64, o32, row)
     pos = skip_ws(buf, pos + 1, n)
-    if pos < n and buf[pos] == 125:
+    if pos < n and buf[pos] == CLOSE_OBJECT:
         o64[row, S_BAD] = -1  # {}: no phase
         return -3
     while pos < n:
-        if buf[pos] != 34:
+        if buf[pos] != QUOTE:
             return -1
         h, pos = _parse_key(buf, b64, pos, n)
         if pos < 0 or pos >= n:
@@ -745,20 +764,20 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         ok = True
         if h == K_PH:
             e = skip_value(buf, b64, pos, n)
-            ok = buf[pos] == 34 and e == pos + 3 and _is_phase(buf[pos + 1])
+            ok = buf[pos] == QUOTE and e == pos + 3 and _is_phase(buf[pos + 1])
             if ok:
                 o32[row, T_PH] = buf[pos + 1]
             pos = e
         elif h == K_BP:
             c = buf[pos]
             e = skip_value(buf, b64, pos, n)
-            if c == 34 and e > pos + 2:
+            if c == QUOTE and e > pos + 2:
                 o32[row, T_BP] = buf[pos + 1]
-            ok = c == 34 or c == 110
+            ok = c == QUOTE or c == NULL_START
             pos = e
         elif h == K_NAME or h == K_CAT:
             c = buf[pos]
-            if c == 34 or c == 110:
+            if c == QUOTE or c == NULL_START:
                 col = T_NAME if h == K_NAME else T_CAT
             else:
                 ok = False
@@ -766,7 +785,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         elif h == K_TS or h == K_DUR:
             o64[row, S_TS if h == K_TS else S_DUR], pos, ok = _time_value(buf, b64, pos, n)
         elif h == K_PID or h == K_TID:
-            if buf[pos] == 34:
+            if buf[pos] == QUOTE:
                 col = T_PID_STR if h == K_PID else T_TID_STR
             else:
                 o64[row, S_PID if h == K_PID else S_TID], pos, ok = _int_value(buf, b64, pos, n)
@@ -792,9 +811,9 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         if pos >= n:
             return -1
         c = buf[pos]
-        if c == 44:
+        if c == COMMA:
             pos = skip_ws(buf, pos + 1, n)
-        elif c == 125:
+        elif c == CLOSE_OBJECT:
             if o32[row, T_PH] == NULL32:
                 o64[row, S_BAD] = -1  # no phase: not an event of any kind
                 return -3
@@ -818,16 +837,16 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st)
     b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
     while True:
         pos = skip_ws(buf, pos, n)
-        if pos < n and buf[pos] == 44:
+        if pos < n and buf[pos] == COMMA:
             pos = skip_ws(buf, pos + 1, n)
         if pos >= n:
             return NEED_MORE, pos, row
         if pos >= end:
             return OK_END, pos, row
         c = buf[pos]
-        if c == 93:
+        if c == CLOSE_ARRAY:
             return ARRAY_END, pos + 1, row
-        if c != 123:
+        if c != OPEN_OBJECT:
             return BAD, pos, row
         if row >= cap:
             return FULL, pos, row
@@ -843,7 +862,7 @@ def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st)
             return BAD, pos, row
         row += 1
         pos = skip_ws(buf, e, n)
-        if pos < n and buf[pos] != 44 and buf[pos] != 93:
+        if pos < n and buf[pos] != COMMA and buf[pos] != CLOSE_ARRAY:
             return BAD, pos, row  # events are separated by commas
 
 
@@ -854,11 +873,11 @@ def find_chunk_start(buf, pos, n):
     Such a position is very likely an event start; reader.py verifies it before trusting it.
     """
     while pos < n:
-        if buf[pos] == 123:
+        if buf[pos] == OPEN_OBJECT:
             q = pos - 1
             while q >= 0 and _is_ws(buf[q]):
                 q -= 1
-            if q >= 0 and buf[q] == 44:
+            if q >= 0 and buf[q] == COMMA:
                 return pos
         pos += 1
     return n
@@ -876,23 +895,23 @@ def find_events_array(buf, n):
     if pos >= n:
         return 0, 0
     # a UTF-8 byte-order mark
-    if n - pos >= 3 and buf[pos] == 0xEF and buf[pos + 1] == 0xBB and buf[pos + 2] == 0xBF:
+    if n - pos >= 3 and buf[pos] == UTF8_BOM[0] and buf[pos + 1] == UTF8_BOM[1] and buf[pos + 2] == UTF8_BOM[2]:
         pos = skip_ws(buf, pos + 3, n)
     if pos >= n:
         return 0, 0
-    if buf[pos] == 91:
+    if buf[pos] == OPEN_ARRAY:
         return 2, pos + 1
-    if buf[pos] != 123:
+    if buf[pos] != OPEN_OBJECT:
         return -1, pos
     pos = skip_ws(buf, pos + 1, n)
     while pos < n:
-        if buf[pos] != 34:
+        if buf[pos] != QUOTE:
             return -1, pos
         h, pos = _parse_key(buf, b64, pos, n)
         if pos < 0 or pos >= n:
             return 0, 0
         if h == K_TRACE_EVENTS:
-            if buf[pos] == 91:
+            if buf[pos] == OPEN_ARRAY:
                 return 1, pos + 1
             return -1, pos
         pos = skip_value(buf, b64, pos, n)
@@ -901,7 +920,7 @@ def find_events_array(buf, n):
         pos = skip_ws(buf, pos, n)
         if pos >= n:
             return 0, 0
-        if buf[pos] == 44:
+        if buf[pos] == COMMA:
             pos = skip_ws(buf, pos + 1, n)
         else:
             return -1, pos
@@ -919,21 +938,21 @@ def array_end(buf, pos, n, state):
     while pos < n:
         c = buf[pos]
         if in_string:
-            while pos < n and buf[pos] != 34 and buf[pos] != 92:
+            while pos < n and buf[pos] != QUOTE and buf[pos] != BACKSLASH:
                 pos += 1
             if pos >= n:
                 break
-            if buf[pos] == 92:
+            if buf[pos] == BACKSLASH:
                 pos += 2
             else:
                 in_string = 0
                 pos += 1
             continue
-        if c == 34:
+        if c == QUOTE:
             in_string = 1
-        elif c == 91 or c == 123:
+        elif c == OPEN_ARRAY or c == OPEN_OBJECT:
             depth += 1
-        elif c == 93 or c == 125:
+        elif c == CLOSE_ARRAY or c == CLOSE_OBJECT:
             depth -= 1
             if depth == 0:
                 return pos + 1
@@ -965,7 +984,7 @@ def drain(
     nf = f_count[0]
     for r in range(rows):
         ph = o32[r, T_PH]
-        if ph == 115 or ph == 116 or ph == 102:  # s t f
+        if ph == PH_FLOW_START or ph == PH_FLOW_STEP or ph == PH_FLOW_END:
             f64[0, nf] = o64[r, S_FLOW]
             f64[1, nf] = o64[r, S_TS]
             f64[2, nf] = o64[r, S_PID]
@@ -976,7 +995,7 @@ def drain(
             f32[3, nf] = _global_id(gmap, o32[r, T_TID_STR])
             nf += 1
             continue
-        if ph == 77:  # M: metadata, handled by the caller
+        if ph == PH_METADATA:  # handled by the caller
             continue
         row = at + n
         for j in range(d64_src.shape[0]):

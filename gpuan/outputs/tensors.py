@@ -350,9 +350,9 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
         xaxis_title="ms",
         yaxis_title="file offset (MB)",
     )
-    n = int(in_file.sum())
+    in_file_count = int(in_file.sum())
     limit = min(max_points_3d or result.summary["max_points"], MAX_POINTS_3D)
-    pick = np.linspace(0, n - 1, min(n, limit)).astype(np.int64) if n else np.zeros(0, np.int64)
+    pick = np.linspace(0, in_file_count - 1, min(in_file_count, limit)).astype(np.int64)
     cloud = go.Figure(
         go.Scatter3d(
             x=x[pick],

@@ -48,17 +48,17 @@ def _options(given: dict[str, Any]) -> Options:
     return Options(**given)
 
 
-def _summary(s: Scanned, frames: dict[str, pd.DataFrame], checks: list[dict]) -> dict[str, Any]:
+def _summary(scanned: Scanned, frames: dict[str, pd.DataFrame], checks: list[dict]) -> dict[str, Any]:
     """The numbers the report shows above its tables, as plain Python values."""
-    log, model, tensors, inter = s.log, s.model, frames["tensors"], frames["intermediates"]
+    log, model, tensors, inter = scanned.log, scanned.model, frames["tensors"], frames["intermediates"]
     return {
         "log": log.path,
         "log_format": log.format,
         "entries": log.entries,
         "capacity": log.capacity,
         "overflow": log.overflow,
-        "accesses": s.accesses,
-        "engine": s.engine,
+        "accesses": scanned.accesses,
+        "engine": scanned.engine,
         "model": model.path,
         "architecture": model.architecture,
         "model_tensors": len(model.tensors),
@@ -66,20 +66,20 @@ def _summary(s: Scanned, frames: dict[str, pd.DataFrame], checks: list[dict]) ->
         "data_start": model.data_start,
         "data_bytes": model.data_bytes,
         "alignment": model.alignment,
-        "start_ns": s.t0,
-        "span_ns": s.t1 - s.t0,
+        "start_ns": scanned.t0,
+        "span_ns": scanned.t1 - scanned.t0,
         "tokens": len(frames["tokens"]),
         "threads": len(frames["threads"]),
         "weight_accesses": int(tensors["accesses"].sum()),
         "weight_bytes": int(tensors["bytes_accessed"].sum()),
         "intermediate_accesses": int(inter["accesses"].sum()),
         "intermediate_bytes": int(inter["bytes_accessed"].sum()),
-        "never_touched_bytes": never_touched(s),
-        "page_bytes": s.options.page_bytes,
-        "time_bins": s.options.time_bins,
-        "offset_bins": s.options.offset_bins,
-        "max_points": s.options.max_points,
-        "token_layer_shape": [int(n) for n in s.token_layer.shape],
+        "never_touched_bytes": never_touched(scanned),
+        "page_bytes": scanned.options.page_bytes,
+        "time_bins": scanned.options.time_bins,
+        "offset_bins": scanned.options.offset_bins,
+        "max_points": scanned.options.max_points,
+        "token_layer_shape": [int(n) for n in scanned.token_layer.shape],
         "checks": checks,
     }
 

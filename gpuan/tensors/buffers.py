@@ -26,12 +26,12 @@ def in_use(events: pd.DataFrame) -> pd.DataFrame:
     sizes = np.where(
         events["event"] == "alloc", events["size"], -size_of.reindex(events["buffer_id"]).fillna(0).to_numpy()
     )
-    d = pd.DataFrame(
+    deltas = pd.DataFrame(
         {
             "timestamp_ms": events["timestamp_ms"].to_numpy(),
             "backend": events["backend"].to_numpy(),
             "delta": sizes.astype(np.int64),
         }
     )
-    d["bytes_in_use"] = d.groupby("backend")["delta"].cumsum()
-    return d.drop(columns="delta")
+    deltas["bytes_in_use"] = deltas.groupby("backend")["delta"].cumsum()
+    return deltas.drop(columns="delta")

@@ -88,12 +88,12 @@ def rank_time(trace: Trace, call_rows: np.ndarray) -> RankTime:
     tid = CPU.column(ev["tid"])
     busy = np.flatnonzero(is_call | comm | setup)
     starts, ends = [], []
-    for t in np.unique(tid[work]):
-        mine = work & (tid == t)
-        cut = busy[tid[busy] == t]
-        s, e = _minus((ts[mine], end[mine]), (ts[cut], end[cut]))
-        starts.append(s)
-        ends.append(e)
+    for thread in np.unique(tid[work]):
+        mine = work & (tid == thread)
+        cut = busy[tid[busy] == thread]
+        free_starts, free_ends = _minus((ts[mine], end[mine]), (ts[cut], end[cut]))
+        starts.append(free_starts)
+        ends.append(free_ends)
     compute = (np.concatenate(starts or [empty[0]]), np.concatenate(ends or [empty[1]]))
     return RankTime(compute, (ts[setup], end[setup]), (ts[comm], end[comm]), span)
 
@@ -121,18 +121,18 @@ def breakdown(rank: int, compute: Spans, wait: Spans, setup: Spans, comm: Spans,
     lo, hi = span
     given = (compute, wait, setup, comm)
     cuts = [np.array([lo, hi], np.int64)]
-    for s, e in given:
-        cuts += [np.clip(s, lo, hi), np.clip(e, lo, hi)]
+    for starts, ends in given:
+        cuts += [np.clip(starts, lo, hi), np.clip(ends, lo, hi)]
     edges = sorted_unique(np.concatenate(cuts))
-    seg = np.diff(edges)
-    label = np.full(seg.size, len(CATEGORIES), np.int8)  # idle
-    for c in range(len(CATEGORIES) - 1, -1, -1):  # the lowest category number wins
-        s, e = given[c]
-        label[_covered(edges, np.clip(s, lo, hi), np.clip(e, lo, hi))] = c
+    segment = np.diff(edges)
+    label = np.full(segment.size, len(CATEGORIES), np.int8)  # idle
+    for category in range(len(CATEGORIES) - 1, -1, -1):  # the lowest category number wins
+        starts, ends = given[category]
+        label[_covered(edges, np.clip(starts, lo, hi), np.clip(ends, lo, hi))] = category
     out = np.zeros(1, BREAKDOWN)
     out["rank"], out["span"] = rank, hi - lo
-    for c, name in enumerate((*CATEGORIES, "idle")):
-        out[name] = seg[label == c].sum()
+    for category, name in enumerate((*CATEGORIES, "idle")):
+        out[name] = segment[label == category].sum()
     return out
 
 

@@ -35,8 +35,8 @@ _TO_ROOT = np.array([OPS[i] in N_TO_ONE for i in range(len(OPS))], bool)
 
 def owner_of(pg: np.ndarray, seq: np.ndarray, n_procs: int) -> np.ndarray:
     """Return the replay process that matches each collective (the same for all of its records)."""
-    h = (pg.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ seq.astype(np.uint64)
-    return (h % np.uint64(n_procs)).astype(np.int64)
+    mixed = (pg.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ seq.astype(np.uint64)
+    return (mixed % np.uint64(n_procs)).astype(np.int64)
 
 
 def by_collective(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,13 +161,13 @@ def leave_deviations(recs: np.ndarray) -> np.ndarray:
     if recs.size == 0:
         return np.zeros(0, DEVIATION)
     order, starts, group = by_collective(recs)
-    r = recs[order]
-    counts = np.diff(np.append(starts, r.size))
-    mean_leave = np.add.reduceat(r["leave"].astype(np.float64), starts) / counts
-    full = (counts >= np.maximum.reduceat(r["members"], starts)) & (counts > 1)
+    by_group = recs[order]
+    counts = np.diff(np.append(starts, by_group.size))
+    mean_leave = np.add.reduceat(by_group["leave"].astype(np.float64), starts) / counts
+    full = (counts >= np.maximum.reduceat(by_group["members"], starts)) & (counts > 1)
     keep = full[group]
     out = np.zeros(int(keep.sum()), DEVIATION)
-    out["rank"], out["dev"] = r["rank"][keep], r["leave"][keep] - mean_leave[group][keep]
+    out["rank"], out["dev"] = by_group["rank"][keep], by_group["leave"][keep] - mean_leave[group][keep]
     return out
 
 
@@ -177,7 +177,7 @@ def clock_offsets(deviations: np.ndarray, n_ranks: int) -> np.ndarray:
     the odd collective whose members leave apart from moving the estimate."""
     out = np.zeros(n_ranks, np.int64)
     order = np.lexsort((deviations["dev"], deviations["rank"]))
-    d = deviations[order]
-    for k in np.unique(d["rank"]):
-        out[k] = int(np.round(np.median(d["dev"][d["rank"] == k])))
+    by_rank = deviations[order]
+    for rank in np.unique(by_rank["rank"]):
+        out[rank] = int(np.round(np.median(by_rank["dev"][by_rank["rank"] == rank])))
     return out

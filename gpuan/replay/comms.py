@@ -84,8 +84,8 @@ def op_name(name: str, collective: str | None = None) -> str:
     """Return the normalised operation of a call from its ``collective`` column or event name."""
     raw = collective or ""
     if not raw:
-        m = _NCCL_KERNEL.match(name) or _CPU_COLLECTIVE.match(name)
-        raw = m.group(1) if m else name
+        found = _NCCL_KERNEL.match(name) or _CPU_COLLECTIVE.match(name)
+        raw = found.group(1) if found else name
     key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", raw).lower().lstrip("_").removeprefix("mpi_")
     key = _ALIASES.get(key, _ALIASES.get(key.replace("_", ""), key))
     return key if key in OP else "other"
@@ -136,12 +136,12 @@ class _Described:
         its dtype, else its first input's shape times the size of its type; 0 where none says."""
         out = self.bytes[rows].copy()
         for i in np.flatnonzero(out < 0):
-            r = rows[i]
-            size = DTYPE_BYTES.get(str(self.dtypes[self.dtype_code[r]]).lower(), 0)
+            row = rows[i]
+            size = DTYPE_BYTES.get(str(self.dtypes[self.dtype_code[row]]).lower(), 0)
             out[i] = (
-                self.nelems[r] * size
-                if self.nelems[r] >= 0 and size
-                else _nbytes_from_inputs(self.dims[self.dims_code[r]], self.types[self.types_code[r]])
+                self.nelems[row] * size
+                if self.nelems[row] >= 0 and size
+                else _nbytes_from_inputs(self.dims[self.dims_code[row]], self.types[self.types_code[row]])
             )
         return np.maximum(out, 0)
 
@@ -335,14 +335,14 @@ def _launch_time(ev, kinds, kind, ts, rows) -> np.ndarray:
     or their own start when none did."""
     corr = CPU.column(ev["correlation"], null=-1)
     runtime = kinds.index("runtime") if "runtime" in kinds else -1
-    rt = np.flatnonzero((kind == runtime) & (corr >= 0))
+    launches = np.flatnonzero((kind == runtime) & (corr >= 0))
     out = ts[rows].copy()
-    if rt.size == 0:
+    if launches.size == 0:
         return out
-    order = np.argsort(corr[rt], kind="stable")
-    keys = corr[rt][order]
-    c = corr[rows]
-    at = np.clip(np.searchsorted(keys, c), 0, keys.size - 1)
-    hit = (keys[at] == c) & (c >= 0)
-    out[hit] = ts[rt[order][at[hit]]]
+    order = np.argsort(corr[launches], kind="stable")
+    keys = corr[launches][order]
+    wanted = corr[rows]
+    at = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
+    hit = (keys[at] == wanted) & (wanted >= 0)
+    out[hit] = ts[launches[order][at[hit]]]
     return out

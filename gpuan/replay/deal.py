@@ -20,9 +20,9 @@ def deal(sizes: list[int], n_procs: int, how: str = "round-robin") -> list[int]:
     load_of = [0] * n_procs
     owner = [0] * len(sizes)
     for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        p = min(range(n_procs), key=lambda q: (load_of[q], q))
-        owner[i] = p
-        load_of[p] += max(sizes[i], 1)
+        least = min(range(n_procs), key=lambda proc: (load_of[proc], proc))
+        owner[i] = least
+        load_of[least] += max(sizes[i], 1)
     return owner
 
 

@@ -31,11 +31,11 @@ MESSAGE = np.dtype(
 
 def message_key(pg: np.ndarray, src: np.ndarray, dst: np.ndarray, tag: np.ndarray, seq: np.ndarray) -> np.ndarray:
     """Return the int64 key of each message: the same on its send and its receive side."""
-    h = pg.astype(np.uint64)
+    key = pg.astype(np.uint64)
     for part in (src, dst, tag, seq):
-        h = (h ^ part.astype(np.uint64)) * np.uint64(0x100000001B3)
-        h ^= h >> np.uint64(29)
-    return (h & np.uint64(0x7FFF_FFFF_FFFF_FFFF)).astype(np.int64)
+        key = (key ^ part.astype(np.uint64)) * np.uint64(0x100000001B3)
+        key ^= key >> np.uint64(29)
+    return (key & np.uint64(0x7FFF_FFFF_FFFF_FFFF)).astype(np.int64)
 
 
 def _keys(calls: np.ndarray, side: int) -> np.ndarray:

@@ -153,10 +153,10 @@ def load_run(run: str | os.PathLike, find_own: OwnRanks = own_ranks) -> RunSourc
 
 def _otf2_sizes(anchor: Path) -> dict[int, int]:
     # Score-P writes one <location>.evt per location; with one location per rank its number is the rank
-    d = anchor.with_suffix("")
+    events_dir = anchor.with_suffix("")
     sizes = {}
-    if d.is_dir():
-        for f in d.glob("*.evt"):
-            if f.stem.isdigit():
-                sizes[int(f.stem)] = f.stat().st_size
+    if events_dir.is_dir():
+        for evt in events_dir.glob("*.evt"):
+            if evt.stem.isdigit():
+                sizes[int(evt.stem)] = evt.stat().st_size
     return sizes

@@ -5,12 +5,14 @@ which later loads of the trace pick up while it is fresh."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from gpuan.cli.arguments import nonempty
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     p = sub.add_parser("convert", help="convert a trace to gpuan's Parquet file (loads in a fraction of the time)")
     p.add_argument("trace", help="trace file or directory of per-rank traces")
     p.add_argument(
@@ -20,7 +22,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
     from gpuan.cli.loading import load_trace
     from gpuan.errors import UsageError
     from gpuan.outputs.files import announce

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
 from gpuan.cli.arguments import count
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     p = sub.add_parser("info", help="summarise a trace: events per kind, devices, streams, busy time, top kernels")
     p.add_argument(
         "trace",
@@ -16,7 +19,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
     return show(args.trace, fmt=args.format, top=args.top)
 
 

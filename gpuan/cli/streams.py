@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -10,7 +11,8 @@ from gpuan.cli.arguments import nonempty, positive
 from gpuan.streams.simulate import LAUNCH_ORDERS, UNDIMENSIONED
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     p = sub.add_parser("streams", help="predict the timeline of a single-stream trace's work on N streams")
     p.add_argument("trace", help="single-stream trace (Kineto JSON, Nsight SQLite or nvprof CSV)")
     p.add_argument("--streams", type=positive, required=True, metavar="N", help="number of streams to predict")
@@ -44,7 +46,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)  # fmt: skip
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
     from gpuan.cli.loading import load_trace
     from gpuan.outputs.streams import emit
     from gpuan.streams import analyse

@@ -17,6 +17,7 @@ from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, MAX_EXPERTS, MAX_SOUR
 SAMPLE = 4096  # entries checked for plausibility, spread evenly over the used part
 ACCEPT = 0.95  # share of sampled entries a format must explain to be chosen
 POINTER_LIMIT = 1 << 48  # user-space pointers on x86-64 and arm64 are below 2^48
+PRINTABLE = (ord(" "), ord("~"))  # the first and last printable ASCII bytes
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def _printable(names: np.ndarray) -> np.ndarray:
     b = np.ascontiguousarray(names).view(np.uint8).reshape(len(names), -1)
     nul = b == 0
     after = np.cumsum(nul, axis=1) > 0
-    return np.all(np.where(after, nul, (b >= 0x20) & (b < 0x7F)), axis=1)
+    return np.all(np.where(after, nul, (b >= PRINTABLE[0]) & (b <= PRINTABLE[1])), axis=1)
 
 
 def plausible(raw: np.ndarray, fmt: str, file_bytes: int | None = None) -> np.ndarray:

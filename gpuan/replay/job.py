@@ -104,22 +104,16 @@ def analyse(
         breakdowns = _breakdowns(own, found)
     with _timed(clock, "exchange"):
         last_rank, last_end = _last_to_finish(own.times, procs)
-        gathered = {
-            "calls": procs.gatherv(found.calls),
-            "waits": procs.gatherv(found.matched_waits),
-            "collectives": procs.gatherv(found.collectives),
-            "messages": procs.gatherv(found.messages),
-            "breakdown": procs.gatherv(breakdowns),
-        }
-    clock["total"] = time.perf_counter() - start
-    clock["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    clock["fetch_rounds"] = found.fetch_rounds
-    clock["events"] = float(own.events)
+        gathered = _gather(found, breakdowns, procs)
+    clock.update(
+        total=time.perf_counter() - start,
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        fetch_rounds=found.fetch_rounds,
+        events=float(own.events),
+    )
     timings = procs.allgather_small(clock)
     if not procs.is_root:
         return None
-    tables = frames(gathered, own.pg_names, analyses)
-    tables["clock_offsets"] = pd.DataFrame({"rank": np.arange(found.offsets.size), "offset_ns": found.offsets})
     summary = {
         "source": sources.path,
         "ranks": sources.ranks,
@@ -129,8 +123,17 @@ def analyse(
         "clocks_aligned": align_clocks,
         "timings": timings,
     }
-    arrow = {name: pa.Table.from_pandas(frame, preserve_index=False) for name, frame in tables.items()}
-    return Result("replay", arrow, summary)
+    return Result("replay", _tables(gathered, own.pg_names, analyses, found.offsets), summary)
+
+
+def _tables(
+    gathered: dict[str, np.ndarray], pg_names: dict[int, str], analyses: tuple[str, ...], offsets: np.ndarray
+) -> dict[str, pa.Table]:
+    """Return the Result's tables: those of the analyses (:func:`~gpuan.replay.tables.frames`) and the
+    clock offsets by rank."""
+    tables = frames(gathered, pg_names, analyses)
+    tables["clock_offsets"] = pd.DataFrame({"rank": np.arange(offsets.size), "offset_ns": offsets})
+    return {name: pa.Table.from_pandas(frame, preserve_index=False) for name, frame in tables.items()}
 
 
 @contextlib.contextmanager
@@ -226,6 +229,17 @@ def _breakdowns(own: _OwnRanks, found: _Waits) -> np.ndarray:
         )
         rows.append(breakdown(rank, times.compute, wait, times.setup, communication, times.span))
     return np.concatenate(rows) if rows else np.zeros(0, BREAKDOWN)
+
+
+def _gather(found: _Waits, breakdowns: np.ndarray, procs: Procs) -> dict[str, np.ndarray | None]:
+    """Return every process's records that the tables are built from, on process 0 (None elsewhere)."""
+    return {
+        "calls": procs.gatherv(found.calls),
+        "waits": procs.gatherv(found.matched_waits),
+        "collectives": procs.gatherv(found.collectives),
+        "messages": procs.gatherv(found.messages),
+        "breakdown": procs.gatherv(breakdowns),
+    }
 
 
 def _last_to_finish(times: dict[int, RankTime], procs: Procs) -> tuple[int, int]:

@@ -44,13 +44,13 @@ def _rotated_length(a: np.ndarray, rot: int, masks: np.ndarray, m: int, v: np.nd
         for w in range(words):
             pm = masks[row, w]
             x = v[w]
-            s = x + (x & pm) + carry
+            total = x + (x & pm) + carry
             # a wrapped add ends below x (or at x with a carry in): that carry moves into the next word
             if carry == _ZERO:
-                carry = _ONE if s < x else _ZERO
+                carry = _ONE if total < x else _ZERO
             else:
-                carry = _ONE if s <= x else _ZERO
-            v[w] = s | (x & ~pm)
+                carry = _ONE if total <= x else _ZERO
+            v[w] = total | (x & ~pm)
     zeros = 0
     for w in range(words):
         bits = min(64, m - w * 64)

@@ -48,7 +48,7 @@ def pair_cycles(base_tables: Sequence[CycleTable], new_tables: Sequence[CycleTab
     ``i``: greedily the most similar pair first (ties: lower ``i``, then lower ``j``), each cycle in at
     most one pair, none below :data:`MIN_SIMILARITY`."""
     scores = [(similarity(b, n), i, j) for i, b in enumerate(base_tables) for j, n in enumerate(new_tables)]
-    scores.sort(key=lambda s: (-s[0], s[1], s[2]))
+    scores.sort(key=lambda entry: (-entry[0], entry[1], entry[2]))
     used_base, used_new, pairs = set(), set(), []
     for score, i, j in scores:
         if score < MIN_SIMILARITY:

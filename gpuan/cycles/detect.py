@@ -132,13 +132,13 @@ def best_rotation(score: np.ndarray, start: int, period: int, reps: int, spare: 
     time that is mere noise must not move the boundary); else -1 (no offset stands out)."""
     best, best_j, at_zero = -1.0, 0, 0.0
     for j in range(spare + 1):
-        s = 0.0
+        total = 0.0
         for m in range(1, reps):
-            s += score[start + j + m * period]
+            total += score[start + j + m * period]
         if j == 0:
-            at_zero = s
-        if s > best:
-            best, best_j = s, j
+            at_zero = total
+        if total > best:
+            best, best_j = total, j
     if best > 0 and best >= 2 * at_zero:
         return best_j
     return -1
@@ -170,11 +170,11 @@ def matched_before(ids: np.ndarray, start: int, period: int, max_skips: int) -> 
 
 @numba.njit(cache=True, nogil=True)
 def summed_at(score: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
-    """``out[j] = sum(score[s + j] for s in starts)``: a per-position score of a pattern's instances."""
+    """``out[j] = sum(score[first + j] for first in starts)``: a per-position score of a pattern's instances."""
     out = np.zeros(length, np.float64)
-    for s in starts:
+    for first in starts:
         for j in range(length):
-            out[j] += score[s + j]
+            out[j] += score[first + j]
     return out
 
 
@@ -246,19 +246,19 @@ def cover(
         L = int(p)
         starts, ends = periods.periodic_regions(ids, L, _allowed(L))
         for pieces in _chains(ids, L, starts.tolist(), ends.tolist()):
-            whole = sum((e - s) // L for s, e in pieces)
+            whole = sum((end - start) // L for start, end in pieces)
             if accept(L, whole):
                 chains.append((whole * L, L, 0, pieces[0][0], pieces))
     if streams is not None and not _ordered_enough(ids, chains, n):
         chains += _unordered_chains(ids, vocab, streams, every, accept)
-    chains.sort(key=lambda c: c[:4])
-    chains.sort(key=lambda c: -c[0])  # stable: ties keep (period, ordered first, start)
+    chains.sort(key=lambda chain: chain[:4])
+    chains.sort(key=lambda chain: -chain[0])  # stable: ties keep (period, ordered first, start)
     taken: list[tuple[int, int]] = []
     picks = []
     for _, L, unordered, _, pieces in chains:
         # a chain is one phase: it takes its whole hull, so nothing else lands between its pieces
         lo, hi = _largest_free(pieces[0][0], pieces[-1][1], taken)
-        clipped = [(max(s, lo), min(e, hi)) for s, e in pieces if min(e, hi) - max(s, lo) >= L]
+        clipped = [(max(start, lo), min(end, hi)) for start, end in pieces if min(end, hi) - max(start, lo) >= L]
         starts = _place(ids, score, L, clipped, first_launched, ordered=not unordered)
         if starts.size == 0 or not accept(L, starts.size):
             continue
@@ -275,11 +275,11 @@ def _ordered_enough(ids: np.ndarray, chains: list, n: int) -> bool:
     differently each time leave an ordered match of a multiple of the period, or a ragged one)."""
     if not chains:
         return False
-    covered, L, _, _, pieces = max(chains, key=lambda c: (c[0], -c[1]))
+    covered, L, _, _, pieces = max(chains, key=lambda chain: (chain[0], -chain[1]))
     if covered < ORDERED_ENOUGH * n:
         return False
-    same = sum(int(np.count_nonzero(ids[s : e - L] == ids[s + L : e])) for s, e in pieces)
-    return same >= EXACT_ENOUGH * sum(e - s - L for s, e in pieces)
+    same = sum(int(np.count_nonzero(ids[start : end - L] == ids[start + L : end])) for start, end in pieces)
+    return same >= EXACT_ENOUGH * sum(end - start - L for start, end in pieces)
 
 
 def _stream_keys(ids: np.ndarray, vocab: int, streams: np.ndarray) -> tuple[np.ndarray, int]:
@@ -292,13 +292,13 @@ def _chains(ids: np.ndarray, L: int, starts: list[int], ends: list[int]) -> list
     """Group consecutive regions of period `L` that hold one pattern and are less than two instances
     apart (what lies between them is an instance disturbed by stray or missing events)."""
     chains: list[list[tuple[int, int]]] = []
-    for s, e in zip(starts, ends):
+    for start, end in zip(starts, ends):
         if chains:
             ps, pe = chains[-1][-1]
-            if s - pe < 2 * L and _rotation_of(ids[ps : ps + L], ids[s : s + L]) is not None:
-                chains[-1].append((s, e))
+            if start - pe < 2 * L and _rotation_of(ids[ps : ps + L], ids[start : start + L]) is not None:
+                chains[-1].append((start, end))
                 continue
-        chains.append([(s, e)])
+        chains.append([(start, end)])
     return chains
 
 
@@ -315,24 +315,24 @@ def _unordered_chains(ids: np.ndarray, vocab: int, streams: np.ndarray, cands: n
         starts, ends, mismatch = periods.bag_regions(keys, key_vocab, L, _allowed(L))
         windows = ends - starts - 2 * L + 1
         chains: list[list[int]] = []  # region indexes
-        for i, s in enumerate(starts.tolist()):
+        for i, start in enumerate(starts.tolist()):
             if chains:
                 j = chains[-1][-1]
                 ps, pe = int(starts[j]), int(ends[j])
-                if s - pe < 2 * L and periods.bag_mismatch(keys, key_vocab, ps, s, L) <= _allowed(L):
+                if start - pe < 2 * L and periods.bag_mismatch(keys, key_vocab, ps, start, L) <= _allowed(L):
                     chains[-1].append(i)
                     continue
             chains.append([i])
         for chain in chains:
             pieces: list[tuple[int, int]] = []
             for i in chain:
-                s, e = int(starts[i]), int(ends[i])
-                if pieces and s <= pieces[-1][1]:
+                start, end = int(starts[i]), int(ends[i])
+                if pieces and start <= pieces[-1][1]:
                     # overlapping regions are one run that a single bad window pair interrupted
-                    pieces[-1] = (pieces[-1][0], e)
+                    pieces[-1] = (pieces[-1][0], end)
                 else:
-                    pieces.append((s, e))
-            whole = sum((e - s) // L for s, e in pieces)
+                    pieces.append((start, end))
+            whole = sum((end - start) // L for start, end in pieces)
             if accept(L, whole):
                 mean = float(np.average(mismatch[chain], weights=windows[chain]))
                 found.append((mean, whole * L, L, pieces))
@@ -400,20 +400,20 @@ def _place(
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def _largest_free(s: int, e: int, taken: list[tuple[int, int]]) -> tuple[int, int]:
-    """The longest part of ``[s, e)`` that overlaps none of the (sorted, disjoint) `taken` intervals."""
-    best = (s, s)
-    cur = s
+def _largest_free(start: int, end: int, taken: list[tuple[int, int]]) -> tuple[int, int]:
+    """The longest part of ``[start, end)`` that overlaps none of the (sorted, disjoint) `taken` intervals."""
+    best = (start, start)
+    cur = start
     for a, b in taken:
         if b <= cur:
             continue
-        if a >= e:
+        if a >= end:
             break
         if a > cur and a - cur > best[1] - best[0]:
             best = (cur, a)
         cur = max(cur, b)
-    if e > cur and e - cur > best[1] - best[0]:
-        best = (cur, e)
+    if end > cur and end - cur > best[1] - best[0]:
+        best = (cur, end)
     return best
 
 
@@ -460,10 +460,10 @@ def _outer_cycles(seq: Sequence, picks: list[Pick]) -> list[tuple[int, int, Cycl
             out.append((*cyc.span(), cyc))
             continue
         cyc = _cycle(ids, starts, L)
-        s, e = cyc.span()
+        start, end = cyc.span()
         if out:
             ps, pe, prev = out[-1]
-            if prev.ordered and prev.length == L and s - pe < 2 * L:
+            if prev.ordered and prev.length == L and start - pe < 2 * L:
                 d = _rotation_of(prev.template, cyc.template)
                 if d is not None:
                     moved = realigned(starts, L, d)
@@ -471,7 +471,7 @@ def _outer_cycles(seq: Sequence, picks: list[Pick]) -> list[tuple[int, int, Cycl
                         joined = np.concatenate([prev.starts, moved])
                         out[-1] = (ps, int(moved[-1]) + L, _cycle(ids, joined, L))
                         continue
-        out.append((s, e, cyc))
+        out.append((start, end, cyc))
     return out
 
 
@@ -518,12 +518,12 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
     runs = [r for r in _outer_cycles(seq, picks) if r[1] - r[0] >= min_share * n]
     bounds: list[tuple[int, int, Cycle | None]] = []
     cur = 0
-    for s, e, cyc in runs:
-        s = max(s, cur)  # an interleaved instance may reach back into the previous segment's events
-        if s > cur:
-            bounds.append((cur, s, None))
-        bounds.append((s, e, cyc))
-        cur = e
+    for start, end, cyc in runs:
+        start = max(start, cur)  # an interleaved instance may reach back into the previous segment's events
+        if start > cur:
+            bounds.append((cur, start, None))
+        bounds.append((start, end, cyc))
+        cur = end
     if cur < n:
         bounds.append((cur, n, None))
-    return [Segment(s, e, cyc, _sub_cycles(seq, idle, s, e, cyc)) for s, e, cyc in bounds]
+    return [Segment(start, end, cyc, _sub_cycles(seq, idle, start, end, cyc)) for start, end, cyc in bounds]

@@ -38,8 +38,8 @@ def stream_members(
     reps = starts.shape[0]
     bounds = np.array([starts[0], starts[-1] + length])
     pieces = []
-    for s in np.unique(stream[bounds[0] : bounds[1]]).tolist():
-        pos = np.flatnonzero(stream == s)
+    for this in np.unique(stream[bounds[0] : bounds[1]]).tolist():
+        pos = np.flatnonzero(stream == this)
         first, end = np.searchsorted(pos, bounds).tolist()
         on_stream = ids[pos]
         share = _share(on_stream, vocab, first, (end - first) / reps, reps)

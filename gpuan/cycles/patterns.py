@@ -52,8 +52,8 @@ class Pattern:
     @cached_property
     def _times(self) -> pd.DataFrame:
         # the ordering, the statistics, the summary and the CSV all need them: made once per pattern
-        seq, c = self.sequence, self.cycle
-        first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, c.positions())
+        seq, cyc = self.sequence, self.cycle
+        first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, cyc.positions())
         return pd.DataFrame({"start_ns": first, "end_ns": last, "busy_ns": busy, "wall_ns": last - first})
 
     def streams(self) -> dict[int, int]:
@@ -61,7 +61,7 @@ class Pattern:
         seq = self.sequence
         on = seq.event_streams[self.cycle.positions()[0]]
         values, counts = np.unique(on, return_counts=True)
-        return {int(v): int(c) for v, c in zip(values, counts)}
+        return {int(v): int(n) for v, n in zip(values, counts)}
 
     def order_moved(self) -> np.ndarray:
         """Per instance, the share of its events out of the template's order (0 for an ordered pattern,
@@ -77,21 +77,21 @@ class Pattern:
     def stats(self) -> pd.DataFrame:
         """Per position: name, avg/min/max/population-stddev of the duration (us) over the instances
         whose event there has that name, how many did, and the share of the average busy time."""
-        seq, c = self.sequence, self.cycle
-        count, total, lo, hi, m2 = periods.position_stats(seq.ids, seq.dur, c.positions(), c.template)
+        seq, cyc = self.sequence, self.cycle
+        count, total, lo, hi, m2 = periods.position_stats(seq.ids, seq.dur, cyc.positions(), cyc.template)
         safe = np.maximum(count, 1)
         avg = total / safe / 1e3
         avg_cycle_us = self._times.busy_ns.mean() / 1e3
         return pd.DataFrame(
             {
-                "index": np.arange(c.length),
+                "index": np.arange(cyc.length),
                 "kernel_name": self.names,
                 "avg_duration_us": avg,
                 "min_duration_us": np.where(count > 0, lo, 0) / 1e3,
                 "max_duration_us": np.where(count > 0, hi, 0) / 1e3,
                 "stddev_us": np.sqrt(m2 / safe) / 1e3,
                 "count": count,
-                "pct_of_cycle": avg / avg_cycle_us * 100 if avg_cycle_us > 0 else np.zeros(c.length),
+                "pct_of_cycle": avg / avg_cycle_us * 100 if avg_cycle_us > 0 else np.zeros(cyc.length),
             }
         )
 
@@ -123,10 +123,10 @@ class Pattern:
             out["offset"] = self.cycle.offset
             out["per_parent"] = self.cycle.per_parent
         if with_positions:
-            s = self.stats()
+            stats = self.stats()
             out["positions"] = [
                 {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
-                for row in s.drop(columns=["index"]).to_dict(orient="records")
+                for row in stats.drop(columns=["index"]).to_dict(orient="records")
             ]
         return out
 
@@ -158,7 +158,7 @@ def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
         by_form: dict[tuple[int, ...], int] = {}
         for si, seg in enumerate(sc.segments):
             cycles = ([("cycle", seg.cycle)] if seg.cycle is not None else []) + [
-                ("sub-cycle", c) for c in seg.sub_cycles
+                ("sub-cycle", sub) for sub in seg.sub_cycles
             ]
             for role, cyc in cycles:
                 form = _canonical(cyc.template)
@@ -191,7 +191,7 @@ def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
 def _main_cycle(seg: Segment) -> tuple[str, Cycle] | None:
     """A segment's finest repeating unit: its sub-cycle covering most events, else its outer cycle."""
     if seg.sub_cycles:
-        best = max(seg.sub_cycles, key=lambda c: (c.length * c.per_parent, -c.offset))
+        best = max(seg.sub_cycles, key=lambda sub: (sub.length * sub.per_parent, -sub.offset))
         return "sub-cycle", best
     if seg.cycle is not None:
         return "cycle", seg.cycle
@@ -210,7 +210,7 @@ def llm_phases(found: list[SequenceCycles], min_share: float = 0.01) -> dict[str
     """
     if not found:
         return {}
-    sc = max(found, key=lambda s: len(s.sequence))
+    sc = max(found, key=lambda candidate: len(candidate.sequence))
     n = len(sc.sequence)
     longest = max((seg.cycle.length for seg in sc.segments if seg.cycle is not None), default=0)
     least = min(min_share * n, longest / 2) if longest else min_share * n

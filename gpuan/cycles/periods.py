@@ -74,12 +74,12 @@ def match_counts(ids: np.ndarray, periods: np.ndarray) -> np.ndarray:
     """Return, for each period ``L``, how many ``i`` have ``ids[i] == ids[i + L]``."""
     out = np.zeros(periods.shape[0], np.int64)
     n = ids.shape[0]
-    for c in numba.prange(periods.shape[0]):
-        L = periods[c]
-        s = 0
+    for cand in numba.prange(periods.shape[0]):
+        L = periods[cand]
+        matches = 0
         for i in range(n - L):
-            s += ids[i] == ids[i + L]
-        out[c] = s
+            matches += ids[i] == ids[i + L]
+        out[cand] = matches
     return out
 
 
@@ -211,9 +211,9 @@ def consensus(ids: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     out = ids[starts[0] : starts[0] + length].copy()
     # instance by instance (contiguous reads), find the positions where any instance disagrees
     differs = np.zeros(length, np.bool_)
-    for s in starts:
+    for start in starts:
         for j in range(length):
-            if ids[s + j] != out[j]:
+            if ids[start + j] != out[j]:
                 differs[j] = True
     col = np.empty(k, ids.dtype)
     for j in range(length):

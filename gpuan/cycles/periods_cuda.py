@@ -18,19 +18,19 @@ BLOCKS_PER_PERIOD = 64
 
 @cuda.jit
 def _match_counts_kernel(ids, periods, out):
-    c = cuda.blockIdx.y
-    L = periods[c]
+    cand = cuda.blockIdx.y
+    L = periods[cand]
     n = ids.shape[0]
     tid = cuda.threadIdx.x
     partial = cuda.shared.array(THREADS, dtype=np.int64)
-    s = 0
+    matches = 0
     i = cuda.blockIdx.x * cuda.blockDim.x + tid
     stride = cuda.gridDim.x * cuda.blockDim.x
     while i < n - L:
         if ids[i] == ids[i + L]:
-            s += 1
+            matches += 1
         i += stride
-    partial[tid] = s
+    partial[tid] = matches
     cuda.syncthreads()
     step = THREADS // 2
     while step > 0:
@@ -39,7 +39,7 @@ def _match_counts_kernel(ids, periods, out):
         cuda.syncthreads()
         step //= 2
     if tid == 0:
-        cuda.atomic.add(out, c, partial[0])
+        cuda.atomic.add(out, cand, partial[0])
 
 
 def match_counts(ids, periods: np.ndarray, blocks: int = BLOCKS_PER_PERIOD) -> np.ndarray:

@@ -101,12 +101,12 @@ def _name_ids(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _dense_codes(a: np.ndarray, b: np.ndarray, c: np.ndarray, lows: np.ndarray, spans: np.ndarray):
-    n = a.shape[0]
+def _dense_codes(outer: np.ndarray, middle: np.ndarray, inner: np.ndarray, lows: np.ndarray, spans: np.ndarray):
+    n = outer.shape[0]
     dense = np.empty(n, np.int64)
     present = np.zeros(spans[0] * spans[1] * spans[2], np.int64)
     for i in range(n):
-        d = ((a[i] - lows[0]) * spans[1] + (b[i] - lows[1])) * spans[2] + (c[i] - lows[2])
+        d = ((outer[i] - lows[0]) * spans[1] + (middle[i] - lows[1])) * spans[2] + (inner[i] - lows[2])
         dense[i] = d
         present[d] = 1
     # codes in the order of the key tuples, so they do not depend on row order
@@ -122,13 +122,15 @@ def _dense_codes(a: np.ndarray, b: np.ndarray, c: np.ndarray, lows: np.ndarray, 
     return dense, present
 
 
-def _group_codes(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+def _group_codes(
+    outer: np.ndarray, middle: np.ndarray, inner: np.ndarray
+) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
     """Code rows by the triple of small-integer keys; returns (codes, the key triple of each code)."""
-    keys = (a, b, c)
+    keys = (outer, middle, inner)
     lows = np.array([k.min() for k in keys], np.int64)
     spans = np.array([k.max() - lo + 1 for k, lo in zip(keys, lows)], np.int64)
     if float(np.prod(spans, dtype=float)) <= 1 << 24:
-        codes, lookup = _dense_codes(a, b, c, lows, spans)
+        codes, lookup = _dense_codes(outer, middle, inner, lows, spans)
         tuples = []
         for d in np.flatnonzero(lookup >= 0).tolist():
             z = d % spans[2]
@@ -259,7 +261,7 @@ def sequences(trace: Trace, kind: str = "kernel", *, split: str = "group", ops: 
         # one group (the common case): no regrouping copy of ten million rows
         groups = [slice(None)]
     else:
-        final_code = np.array([final.index(group_of[c]) for c in range(len(keys))], np.int64)
+        final_code = np.array([final.index(group_of[code]) for code in range(len(keys))], np.int64)
         row_group = final_code[codes]
         # small integer codes sort stably by radix sort
         order = np.argsort(row_group.astype(np.int16 if len(final) < 1 << 15 else np.int32), kind="stable")
@@ -276,7 +278,7 @@ def sequences(trace: Trace, kind: str = "kernel", *, split: str = "group", ops: 
         if not gpu:
             keep = _op_level(g_ts, g_ts + g_dur, ops)
             g_ts, g_dur, g_ids, g_stream = g_ts[keep], g_dur[keep], g_ids[keep], g_stream[keep]
-        streams = tuple(sorted(k[2] for c, k in enumerate(keys) if group_of[c] == key))
+        streams = tuple(sorted(k[2] for code, k in enumerate(keys) if group_of[code] == key))
         r = None if key[0] < 0 else int(key[0])
         if gpu:
             dev = None if key[1] < 0 else int(key[1])

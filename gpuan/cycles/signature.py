@@ -22,21 +22,21 @@ def signature(name: str) -> str:
     trailing ``_<m>x<n>`` tile; cut at a variant suffix (``_1tg_ps``, ``_vs``, ...); strip trailing
     ``_<digit>`` groups and ``_``. A name left shorter than 3 characters becomes ``other_<hash>``.
     """
-    s = name
-    cut = s.find("<")
+    stem = name
+    cut = stem.find("<")
     if cut > 0:
-        s = s[:cut]
+        stem = stem[:cut]
     for marker in _CONFIG_MARKERS:
-        cut = s.find(marker)
+        cut = stem.find(marker)
         if cut > 0:
-            s = s[:cut]
-    s = _TILE.sub("", s)
+            stem = stem[:cut]
+    stem = _TILE.sub("", stem)
     for suffix in _VARIANT_SUFFIXES:
-        cut = s.rfind(suffix)
+        cut = stem.rfind(suffix)
         if cut > 0:
-            s = s[:cut]
-    s = _DIGIT_TAIL.sub("", s).rstrip("_")
-    if len(s) < 3:
+            stem = stem[:cut]
+    stem = _DIGIT_TAIL.sub("", stem).rstrip("_")
+    if len(stem) < 3:
         # stable across runs and platforms (Python's str hash is salted per process)
         return f"other_{zlib.crc32(name.encode()) % 1000}"
-    return s
+    return stem

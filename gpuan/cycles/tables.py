@@ -110,7 +110,7 @@ def build(found: list[SequenceCycles], patterns: list[Pattern], phases: dict[str
         })  # fmt: skip
         for si, seg in enumerate(sc.segments):
             cycle = None if seg.cycle is None else builder.cycle_id(Pattern(seq, si, "cycle", seg.cycle))
-            subs = [builder.cycle_id(Pattern(seq, si, "sub-cycle", c)) for c in seg.sub_cycles]
+            subs = [builder.cycle_id(Pattern(seq, si, "sub-cycle", sub)) for sub in seg.sub_cycles]
             segments.append({
                 "sequence": k, "segment": si, "periodic": seg.periodic, "first_event": seg.start,
                 "end_event": seg.end, "start_ns": int(seq.ts[seg.start]),

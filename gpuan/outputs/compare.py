@@ -153,7 +153,7 @@ def _styles(wb) -> dict:
         "faster": wb.add_format({**centred, "font_color": "#FFFFFF", "bg_color": "#00B050", "num_format": "0.00"}),
         "slower": wb.add_format({**centred, "font_color": "#FFFFFF", "bg_color": "#FF0000", "num_format": "0.00"}),
         "neutral": wb.add_format({**centred, "bg_color": "#FFC000", "num_format": "0.00"}),
-        **{k: wb.add_format({"pattern": 1, "bg_color": c, "num_format": "0.000"}) for k, c in fill.items()},
+        **{k: wb.add_format({"pattern": 1, "bg_color": colour, "num_format": "0.000"}) for k, colour in fill.items()},
     }
 
 
@@ -187,13 +187,13 @@ def _write_sheet(ws, styles: dict, row: dict, frame: pd.DataFrame) -> None:
         ws.write_number(1, 10, cycle_change, _heat(cycle_change, styles))
     for r, pair in enumerate(frame.itertuples(index=False), start=2):
         style = styles[pair.match_type]
-        for c, (name, stats) in enumerate(((pair.base_kernel, pair[1:5]), (pair.new_kernel, pair[6:10]))):
+        for side, (name, stats) in enumerate(((pair.base_kernel, pair[1:5]), (pair.new_kernel, pair[6:10]))):
             present = isinstance(name, str) and name != ""
             if present:
-                ws.write_string(r, 5 * c, name, style)
+                ws.write_string(r, 5 * side, name, style)
             else:
-                ws.write_blank(r, 5 * c, None, style)
-            for k, v in enumerate(stats, start=5 * c + 1):
+                ws.write_blank(r, 5 * side, None, style)
+            for k, v in enumerate(stats, start=5 * side + 1):
                 if present and np.isfinite(v):
                     ws.write_number(r, k, float(v), style)
                 else:

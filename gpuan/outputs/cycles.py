@@ -125,7 +125,7 @@ def _pattern_json(view: _View, cycle: dict) -> dict:
         "total_busy_us": round(float(cycle["total_busy_ns"]) / 1e3, 3),
         "signature": cycle["signature"],
         "ordered": cycle["ordered"],
-        "streams": {str(s): n for s, n in zip(cycle["streams"], cycle["stream_events"])},
+        "streams": {str(stream): n for stream, n in zip(cycle["streams"], cycle["stream_events"])},
         "instances": {
             "first_event": instances["first_event"].tolist(),
             "order_moved": [round(float(x), 4) for x in instances["order_moved"]],
@@ -155,12 +155,12 @@ def render_json(result: Result, trace: str, files: dict[str, tuple[str, int]]) -
     out = {"trace": trace, "kind": view.summary["kind"], "sequences": []}  # the split is in each sequence's group
     for seq in view.sequences:
         segments = []
-        for seg in (s for s in view.segments if s["sequence"] == seq["sequence"]):
+        for seg in (row for row in view.segments if row["sequence"] == seq["sequence"]):
             segments.append({
                 "index": seg["segment"], "periodic": seg["periodic"], "first_event": seg["first_event"],
                 "end_event": seg["end_event"], "start_ns": seg["start_ns"], "end_ns": seg["end_ns"],
                 "cycle": None if seg["cycle"] is None else _pattern_json(view, view.cycles[seg["cycle"]]),
-                "sub_cycles": [_pattern_json(view, view.cycles[c]) for c in seg["sub_cycles"]],
+                "sub_cycles": [_pattern_json(view, view.cycles[sub]) for sub in seg["sub_cycles"]],
             })  # fmt: skip
         out["sequences"].append({
             "label": seq["label"], "rank": seq["rank"], "device": seq["device"], "group": seq["group"],
@@ -182,7 +182,7 @@ def render_json(result: Result, trace: str, files: dict[str, tuple[str, int]]) -
 
 def _streams_and_order(view: _View, cycle: dict) -> str:
     """Where a multi-stream pattern's events run, and how much their order changes between instances."""
-    split = ", ".join(f"{s}: {n:,}" for s, n in zip(cycle["streams"], cycle["stream_events"]))
+    split = ", ".join(f"{stream}: {n:,}" for stream, n in zip(cycle["streams"], cycle["stream_events"]))
     if cycle["ordered"]:
         return f"streams {split}; same order in every instance"
     moved = view.order_moved(cycle) * 100
@@ -196,7 +196,7 @@ def render_text(result: Result) -> str:
     view = _View(result)
     lines = []
     for seq in view.sequences:
-        segments = [s for s in view.segments if s["sequence"] == seq["sequence"]]
+        segments = [row for row in view.segments if row["sequence"] == seq["sequence"]]
         lines.append(f"{seq['label']}: {seq['events']:,} {seq['kind']} events, {len(segments)} segment(s)")
         for seg in segments:
             span = f"events {seg['first_event']:,}-{seg['end_event'] - 1:,}"
@@ -211,7 +211,7 @@ def render_text(result: Result) -> str:
                     lines.append(f"       {_streams_and_order(view, cycle)}")
             else:
                 lines.append(f"  [{seg['segment']}] {span}: no outer cycle (one pass)")
-            for sub in (view.cycles[c] for c in seg["sub_cycles"]):
+            for sub in (view.cycles[cycle_id] for cycle_id in seg["sub_cycles"]):
                 lines.append(f"       sub-cycle of {sub['length']:,} x {sub['per_parent']} at +{sub['offset']:,} "
                              f"({sub['repetitions']:,} in all), starts with {sub['first_name'][:60]}")  # fmt: skip
     for phase in view.phases:

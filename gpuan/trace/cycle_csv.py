@@ -63,14 +63,14 @@ def read_cycle_csv(path: str | os.PathLike) -> CycleTable:
             continue
         if header is None:
             if len(rec) >= 2 and rec[0].strip() == "index":
-                header = [h.strip() for h in rec]
+                header = [field.strip() for field in rec]
             continue
         rows.append((line, rec))
     if header is None:
         raise TraceError(name, "not a cycle CSV: no header row starting with 'index'")
     if "kernel_name" not in header or "avg_duration_us" not in header:
         raise TraceError(name, "cycle CSV misses the kernel_name or avg_duration_us column")
-    col = {h: i for i, h in enumerate(header)}
+    col = {field: i for i, field in enumerate(header)}
     out = {"kernel_name": [], "avg_duration_us": [], "min_duration_us": [], "max_duration_us": [], "stddev_us": []}
     for line, rec in rows:
         # a short row or a duration that is not a number is a damaged file, never a kernel to leave out

@@ -16,6 +16,7 @@ by numpy arithmetic, so gigabyte files stream out at well over 50 MB/s in bounde
 from __future__ import annotations
 
 import gzip as gzip_module
+import io
 import json
 import math
 import os
@@ -1236,13 +1237,157 @@ def closing_text(rank: int) -> str:
 # Writing
 
 
-def _open_sink(path: Path, compress: bool):
+def _open_sink(path: Path, compress: bool) -> tuple[io.BufferedIOBase, io.BufferedIOBase]:
     raw = open(path, "wb")
     if not compress:
         return raw, raw
     # mtime=0 and no file name keep the bytes reproducible; level 1 keeps gzip from being the bottleneck
     gz = gzip_module.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1)
     return gz, raw
+
+
+class _StepVariants:
+    """The compiled steps a trace is made of: the first _MAX_VARIANTS steps are built each from its own
+    seed, and every later step repeats one of them picked at random (building is the slow part)."""
+
+    def __init__(self, seed: int, layers: int, world_size: int) -> None:
+        self.seed, self.layers, self.world_size = seed, layers, world_size
+        self.built: list[_Variant] = []
+        self.pick = random.Random(seed * 7919 + 17)
+
+    def for_step(self, step_index: int) -> _Variant:
+        """Return the variant that step `step_index` (counted from 0, asked for in order) repeats."""
+        if step_index < _MAX_VARIANTS and step_index >= len(self.built):
+            rng = random.Random(self.seed * 1_000_003 + step_index)
+            self.built.append(compile_step(build_step(rng, self.layers, self.world_size)))
+        if step_index < _MAX_VARIANTS:
+            return self.built[step_index]
+        return self.built[self.pick.randrange(_MAX_VARIANTS)]
+
+
+class _Chunks:
+    """Text gathered into large writes. The writes fall where they always did, so that a gzip stream
+    is the same bytes from one version to the next."""
+
+    def __init__(self, sink: io.BufferedIOBase) -> None:
+        self.sink = sink
+        self.parts: list[str] = []
+        self.pending = 0  # characters gathered and not yet written
+        self.chars = 0  # characters in all
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        self.pending += len(text)
+        self.chars += len(text)
+
+    def write_when_full(self) -> None:
+        if self.pending >= _CHUNK_CHARS:
+            self.write()
+
+    def write(self) -> None:
+        self.sink.write("".join(self.parts).encode("ascii"))
+        self.parts, self.pending = [], 0
+
+
+@dataclass
+class _Written:
+    """What a trace holds: events by (ph, cat), uncompressed characters, steps and its end time (ns)."""
+
+    counts: Counter
+    chars: int
+    steps: int
+    end_ns: int
+
+
+def _first_offsets() -> np.ndarray:
+    """Return the offsets (one per slot kind) of the first step: its start time and the first ids."""
+    offsets = np.zeros(N_KINDS, dtype=np.int64)
+    offsets[K_TIME] = TRACE_START_NS + STEP_START_OFFSET_NS
+    offsets[K_EXT], offsets[K_CORR], offsets[K_RF], offsets[K_SEQ] = 1, 5183, 1, 1000
+    offsets[K_FLOW], offsets[K_PYID], offsets[K_STEP] = 1, 1, 1
+    return offsets
+
+
+def _advance(offsets: np.ndarray, v: _Variant) -> None:
+    """Shift `offsets` past one step of variant `v`: the ids it used and its time span."""
+    for k in (K_EXT, K_CORR, K_RF, K_EVIDX, K_SEQ, K_FLOW, K_PYID):
+        offsets[k] += v.counters[k]
+    offsets[K_TIME] += v.span_ns
+    offsets[K_STEP] += 1
+
+
+def _enough_steps(n_steps: int, steps: int, target_bytes: int | None, chars: int, last_step_chars: int) -> bool:
+    """Whether the trace has its `steps`, or (with `target_bytes`) is as near that size as it gets."""
+    if target_bytes is None:
+        return n_steps >= steps
+    # one more step would overshoot the target by more than stopping undershoots it
+    return n_steps > 0 and chars + last_step_chars // 2 + _TRAILER_CHARS >= target_bytes
+
+
+def _trailer(n_steps: int, end_ns: int, rank: int, counts: Counter) -> str:
+    """Return the closing events and everything after the events array, counting the events in `counts`."""
+    tail = []
+    for i, (text, key) in enumerate(trailer_events(TRACE_START_NS, end_ns)):
+        tail.append((",\n" if n_steps or i else "") + text)
+        counts[key] += 1
+    tail.append(closing_text(rank))
+    return "".join(tail)
+
+
+def _write_trace(
+    sink: io.BufferedIOBase, variants: _StepVariants, steps: int, target_bytes: int | None, rank: int
+) -> _Written:
+    """Write the whole trace to `sink`: header, steps until there are enough, trailer."""
+    offsets = _first_offsets()
+    counts: Counter = Counter()
+    chunks = _Chunks(sink)
+    chunks.add(header_text(rank, variants.world_size))
+    n_steps = last_step_chars = 0
+    while not _enough_steps(n_steps, steps, target_bytes, chunks.chars, last_step_chars):
+        v = variants.for_step(n_steps)
+        text = render(v, offsets)
+        if n_steps:
+            text = ",\n" + text
+        chunks.add(text)
+        last_step_chars = len(text)
+        counts.update(v.counts)
+        _advance(offsets, v)
+        n_steps += 1
+        chunks.write_when_full()
+    end_ns = int(offsets[K_TIME]) + 250_000
+    chunks.add(_trailer(n_steps, end_ns, rank, counts))
+    chunks.write()
+    return _Written(counts, chunks.chars, n_steps, end_ns)
+
+
+def _summary(path: Path, compress: bool, layers: int, written: _Written, t0: float) -> dict:
+    """Return write_kineto_trace's summary of the trace written to `path` (see there)."""
+    counts = written.counts
+    by_ph_cat = {f"{ph}/{cat}": n for (ph, cat), n in sorted(counts.items())}
+    by_cat: Counter = Counter()
+    by_ph: Counter = Counter()
+    for (ph, cat), n in counts.items():
+        by_cat[cat] += n
+        by_ph[ph] += n
+    return {
+        "path": str(path),
+        "gzip": compress,
+        "events": sum(counts.values()),
+        "kernels": counts[("X", "kernel")],
+        "cpu_ops": counts[("X", "cpu_op")],
+        "runtime": counts[("X", "cuda_runtime")],
+        "memcpy": counts[("X", "gpu_memcpy")],
+        "memset": counts[("X", "gpu_memset")],
+        "bytes": written.chars,
+        "file_bytes": path.stat().st_size,
+        "steps": written.steps,
+        "layers": layers,
+        "duration_ns": written.end_ns - TRACE_START_NS,
+        "by_ph_cat": by_ph_cat,
+        "by_cat": dict(sorted(by_cat.items())),
+        "by_ph": dict(sorted(by_ph.items())),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def write_kineto_trace(
@@ -1269,89 +1414,15 @@ def write_kineto_trace(
     compress = path.name.endswith(".gz") if gzip is None else bool(gzip)
     if layers < 1:
         raise ValueError("layers must be at least 1")
-    variants: list[_Variant] = []
-    pick = random.Random(seed * 7919 + 17)
-
-    def variant_for(step_index: int) -> _Variant:
-        if step_index < _MAX_VARIANTS and step_index >= len(variants):
-            rng = random.Random(seed * 1_000_003 + step_index)
-            variants.append(compile_step(build_step(rng, layers, world_size)))
-        return variants[step_index] if step_index < _MAX_VARIANTS else variants[pick.randrange(_MAX_VARIANTS)]
-
-    offsets = np.zeros(N_KINDS, dtype=np.int64)
-    offsets[K_TIME] = TRACE_START_NS + STEP_START_OFFSET_NS
-    offsets[K_EXT], offsets[K_CORR], offsets[K_RF], offsets[K_SEQ] = 1, 5183, 1, 1000
-    offsets[K_FLOW], offsets[K_PYID], offsets[K_STEP] = 1, 1, 1
-    counts: Counter = Counter()
-    written = last_len = 0
-    n_steps = 0
+    variants = _StepVariants(seed, layers, world_size)
     sink, raw = _open_sink(path, compress)
     try:
-        head = header_text(rank, world_size)
-        pending, pending_chars = [head], len(head)
-        written += len(head)
-        while True:
-            if target_bytes is None:
-                if n_steps >= steps:
-                    break
-            elif n_steps > 0 and written + last_len // 2 + _TRAILER_CHARS >= target_bytes:
-                break  # one more step would overshoot the target by more than stopping undershoots it
-            v = variant_for(n_steps)
-            text = render(v, offsets)
-            if n_steps:
-                text = ",\n" + text
-            pending.append(text)
-            pending_chars += len(text)
-            written += len(text)
-            last_len = len(text)
-            counts.update(v.counts)
-            for k in (K_EXT, K_CORR, K_RF, K_EVIDX, K_SEQ, K_FLOW, K_PYID):
-                offsets[k] += v.counters[k]
-            offsets[K_TIME] += v.span_ns
-            offsets[K_STEP] += 1
-            n_steps += 1
-            if pending_chars >= _CHUNK_CHARS:
-                sink.write("".join(pending).encode("ascii"))
-                pending, pending_chars = [], 0
-        end_ns = int(offsets[K_TIME]) + 250_000
-        tail = []
-        for i, (text, key) in enumerate(trailer_events(TRACE_START_NS, end_ns)):
-            tail.append((",\n" if n_steps or i else "") + text)
-            counts[key] += 1
-        tail.append(closing_text(rank))
-        tail_text = "".join(tail)
-        pending.append(tail_text)
-        written += len(tail_text)
-        sink.write("".join(pending).encode("ascii"))
+        written = _write_trace(sink, variants, steps, target_bytes, rank)
     finally:
         sink.close()
         if raw is not sink:
             raw.close()
-    by_ph_cat = {f"{ph}/{cat}": n for (ph, cat), n in sorted(counts.items())}
-    by_cat: Counter = Counter()
-    by_ph: Counter = Counter()
-    for (ph, cat), n in counts.items():
-        by_cat[cat] += n
-        by_ph[ph] += n
-    return {
-        "path": str(path),
-        "gzip": compress,
-        "events": sum(counts.values()),
-        "kernels": counts[("X", "kernel")],
-        "cpu_ops": counts[("X", "cpu_op")],
-        "runtime": counts[("X", "cuda_runtime")],
-        "memcpy": counts[("X", "gpu_memcpy")],
-        "memset": counts[("X", "gpu_memset")],
-        "bytes": written,
-        "file_bytes": path.stat().st_size,
-        "steps": n_steps,
-        "layers": layers,
-        "duration_ns": end_ns - TRACE_START_NS,
-        "by_ph_cat": by_ph_cat,
-        "by_cat": dict(sorted(by_cat.items())),
-        "by_ph": dict(sorted(by_ph.items())),
-        "seconds": time.perf_counter() - t0,
-    }
+    return _summary(path, compress, layers, written, t0)
 
 
 def sample_trace_path(directory: str | os.PathLike) -> Path:

@@ -6,13 +6,15 @@ similarity of their time shares per kernel signature, one XLSX sheet per pair.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from gpuan.cli.arguments import nonempty
 from gpuan.errors import TraceError, UsageError
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``gpuan compare`` and its options to the subcommands `sub`; returns nothing."""
     p = sub.add_parser("compare", help="compare two cycle CSVs kernel by kernel (XLSX or CSV)")
     p.add_argument("base", help="baseline cycle CSV (with --all: the BASE given to gpuan cycles -o)")
     p.add_argument("new", help="new cycle CSV (with --all: the BASE of the new run)")
@@ -26,7 +28,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Load the cycle CSVs, compare them, write the XLSX or CSV and print the report; returns 0."""
     from gpuan import compare
     from gpuan.outputs import compare as output

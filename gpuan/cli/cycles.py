@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from gpuan.cli.arguments import nonempty
 from gpuan.trace.schema import KINDS
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``gpuan cycles`` and its options to the subcommands `sub`; returns nothing."""
     p = sub.add_parser("cycles", help="find repeating kernel patterns (iterations, layers, prefill/decode)")
     p.add_argument("trace", help="trace file or directory of rank traces")
     p.add_argument(
@@ -39,7 +41,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)  # fmt: skip
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``gpuan cycles`` with the parsed `args`; returns the exit code."""
     return show(args.trace, args.output, mode=args.mode, kind=args.kind, ops=args.ops,
                 sequences=args.sequences, fmt=args.format)  # fmt: skip

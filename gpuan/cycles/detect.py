@@ -35,6 +35,7 @@ The rules, in order:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numba
@@ -101,10 +102,12 @@ class Cycle:
 
     @property
     def length(self) -> int:
+        """The number of events in one instance."""
         return int(self.template.shape[0])
 
     @property
     def repetitions(self) -> int:
+        """The number of instances."""
         return int(self.starts.shape[0])
 
 
@@ -119,6 +122,7 @@ class Segment:
 
     @property
     def periodic(self) -> bool:
+        """Whether the segment has an outer cycle."""
         return self.cycle is not None
 
 
@@ -214,7 +218,7 @@ def cover(
     ids: np.ndarray,
     score: np.ndarray,
     vocab: int,
-    accept,
+    accept: Callable[[int, int], bool],
     engine: Engine = CPU,
     *,
     first_launched: int = 0,

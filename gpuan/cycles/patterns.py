@@ -43,6 +43,7 @@ class Pattern:
 
     @property
     def names(self) -> list[str]:
+        """The event names of the pattern, position by position."""
         return self.sequence.vocab[self.cycle.template].tolist()
 
     def instance_times(self) -> pd.DataFrame:
@@ -71,6 +72,7 @@ class Pattern:
         return interleave.moved_share(self.cycle.members)
 
     def centre_ns(self) -> float:
+        """Return the middle of the pattern's span in ns: halfway from its first start to its last end."""
         t = self._times
         return (float(t.start_ns.iloc[0]) + float(t.end_ns.iloc[-1])) / 2
 

@@ -8,6 +8,8 @@ CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), which is how CI checks it against t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import cuda
 
@@ -42,7 +44,7 @@ def _match_counts_kernel(ids, periods, out):
         cuda.atomic.add(out, cand, partial[0])
 
 
-def match_counts(ids, periods: np.ndarray, blocks: int = BLOCKS_PER_PERIOD) -> np.ndarray:
+def match_counts(ids: Any, periods: np.ndarray, blocks: int = BLOCKS_PER_PERIOD) -> np.ndarray:
     """Return, for each period ``L``, how many ``i`` have ``ids[i] == ids[i + L]`` (computed on the GPU).
 
     `ids` may be a host array or any device array (CuPy, numba); the counts come back to the host.

@@ -54,6 +54,7 @@ class _View:
         return self.sequences[cycle["sequence"]]["label"]
 
     def order_moved(self, cycle: dict) -> np.ndarray:
+        """Return the share of `cycle`'s events out of template order, per instance."""
         return self.instances.of(cycle["cycle"])["order_moved"]
 
 
@@ -169,6 +170,7 @@ def render_json(result: Result, trace: str, files: dict[str, tuple[str, int]]) -
     by_label = {what: path for path, (what, _) in files.items()}
 
     def ref(cycle: int, what: str) -> dict:
+        """Return a pattern named by reference: where it is, its size, and the file that holds it."""
         row = view.cycles[cycle]
         return {"sequence": view.label(row), "segment": row["segment"], "role": row["role"],
                 "length": row["length"], "repetitions": row["repetitions"], "file": by_label.get(what)}  # fmt: skip

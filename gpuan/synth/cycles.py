@@ -21,6 +21,7 @@ cycle detection against.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -231,6 +232,169 @@ def _timeline(dur: np.ndarray, gap: np.ndarray, start: int) -> np.ndarray:
     return ts
 
 
+@dataclass
+class _Blocks:
+    """Name ids and base durations (ns) of the prefill pass, one decode step and the side pattern, with the
+    names the ids stand for."""
+
+    names: list[str]
+    prefill_ids: np.ndarray
+    prefill_base: np.ndarray
+    step_ids: np.ndarray
+    step_base: np.ndarray
+    side_ids: np.ndarray
+    side_base: np.ndarray
+    stray_id: int
+
+
+@dataclass
+class _Stream:
+    """Kernels of one stream (or of both, merged) in time order: name ids, starts and durations in ns."""
+
+    ids: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+
+
+@dataclass
+class _Decode:
+    """Where stream 7's decode steps start and its stray kernels are (positions among its kernels), and
+    the decode step of each stray kernel."""
+
+    step_starts: np.ndarray
+    stray_pos: np.ndarray
+    stray_steps: np.ndarray
+
+
+def _check_arguments(n_kernels: int, layers: int, noise: float) -> None:
+    if n_kernels < 1:
+        raise ValueError(f"n_kernels must be positive, not {n_kernels}")
+    if layers < 1:
+        raise ValueError(f"layers must be positive, not {layers}")
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"noise is a share of decode steps, in [0, 1], not {noise}")
+
+
+def _blocks(layers: int, second_stream: bool) -> _Blocks:
+    """Return the prefill pass, a decode step and the side pattern (empty without `second_stream`)."""
+    vocab: dict[str, int] = {}
+    pre_ids, pre_base = _block([((EMBED_PREFILL, 18_000),), *([PREFILL_LAYER] * layers), HEAD_AND_SAMPLING], vocab)
+    step_ids, step_base = _block([((EMBED_DECODE, 2_800),), *([DECODE_LAYER] * layers), HEAD_AND_SAMPLING], vocab)
+    side_ids, side_base = _block([SIDE_PATTERN], vocab) if second_stream else _block([], vocab)
+    stray_id = vocab.setdefault(STRAY_FILL, len(vocab))
+    return _Blocks(list(vocab), pre_ids, pre_base, step_ids, step_base, side_ids, side_base, stray_id)
+
+
+def _main_stream(blocks: _Blocks, steps: int, n_stray: int, rng: np.random.Generator) -> tuple[_Stream, _Decode]:
+    """Return stream 7: the prefill pass, then `steps` decode steps with `n_stray` stray kernels inserted,
+    and where its decode steps and strays are."""
+    prefill_len, step_len = blocks.prefill_ids.shape[0], blocks.step_ids.shape[0]
+    stray_steps = np.sort(rng.choice(steps, n_stray, replace=False)).astype(np.int64)
+    stray_at = prefill_len + stray_steps * step_len + rng.integers(1, step_len, n_stray)  # before insertion
+    ids = np.insert(np.concatenate([blocks.prefill_ids, np.tile(blocks.step_ids, steps)]), stray_at, blocks.stray_id)
+    base = np.concatenate([blocks.prefill_base, np.tile(blocks.step_base, steps)])
+    base = np.insert(base, stray_at, float(STRAY_DUR_NS))
+    stray_pos = stray_at + np.arange(n_stray)
+    step_starts = prefill_len + np.arange(steps, dtype=np.int64) * step_len
+    step_starts += np.searchsorted(stray_steps, np.arange(steps), side="left")
+
+    dur = _jittered(base, rng)
+    gap = rng.integers(LAUNCH_GAP_NS[0], LAUNCH_GAP_NS[1] + 1, ids.shape[0], dtype=np.int64)
+    gap[step_starts] = rng.integers(STEP_IDLE_NS[0], STEP_IDLE_NS[1] + 1, steps, dtype=np.int64)
+    ts = _timeline(dur, gap, START_NS)
+    ts &= ~np.int64(1)  # even: never tied with stream 20; gaps >= 2 ns keep kernels apart
+    return _Stream(ids, ts, dur), _Decode(step_starts, stray_pos, stray_steps)
+
+
+def _side_stream(blocks: _Blocks, step_ts: np.ndarray, rng: np.random.Generator) -> _Stream:
+    """Return stream 20: the side pattern once per decode step, starting a little after the step's first
+    kernel (`step_ts`, one per step) and overlapping stream 7."""
+    steps, side_len = step_ts.shape[0], blocks.side_ids.shape[0]
+    first = step_ts + rng.integers(SIDE_OFFSET_NS[0], SIDE_OFFSET_NS[1] + 1, steps, dtype=np.int64)
+    dur = _jittered(np.tile(blocks.side_base, steps), rng).reshape(steps, side_len)
+    gap = rng.integers(SIDE_GAP_NS[0], SIDE_GAP_NS[1] + 1, (steps, side_len), dtype=np.int64)
+    gap[:, 0] = 0
+    ts = first[:, None] + np.cumsum(gap, axis=1)
+    ts[:, 1:] += np.cumsum(dur[:, :-1], axis=1)
+    return _Stream(np.tile(blocks.side_ids, steps), ts.reshape(-1) | 1, dur.reshape(-1))  # odd ts
+
+
+def _interleave(main: _Stream, side: _Stream) -> tuple[_Stream, np.ndarray, np.ndarray]:
+    """Return the kernels of both time-ordered streams in the order a stable argsort of ts would give
+    (there are no ties), whether each is on the side stream, and the rows of the main stream's kernels."""
+    n_side = side.ts.shape[0]
+    n = main.ts.shape[0] + n_side
+    side_rows = np.searchsorted(main.ts, side.ts) + np.arange(n_side)
+    is_side = np.zeros(n, bool)
+    is_side[side_rows] = True
+    main_rows = np.flatnonzero(~is_side)
+
+    def merge(main_values: np.ndarray, side_values: np.ndarray) -> np.ndarray:
+        out = np.empty(n, main_values.dtype)
+        out[main_rows] = main_values
+        out[side_rows] = side_values
+        return out
+
+    merged = _Stream(merge(main.ids, side.ids.astype(np.int32)), merge(main.ts, side.ts), merge(main.dur, side.dur))
+    return merged, is_side, main_rows
+
+
+def _kernel_trace(kernels: _Stream, is_side: np.ndarray, names: list[str]) -> Trace:
+    """Return the kernels as a Trace: all on device 0, pid 0; tid and stream 20 where `is_side`, else 7."""
+    n = kernels.ts.shape[0]
+    stream = np.where(is_side, SIDE_STREAM, MAIN_STREAM).astype(np.int64)
+    columns = {
+        "ts": int_column(kernels.ts, None, pa.int64()),
+        "dur": int_column(kernels.dur, None, pa.int64()),
+        "name": dict_column(kernels.ids, names),
+        "cat": dict_column(np.zeros(n, np.int32), ["kernel"]),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(KINDS)),
+        "pid": int_column(np.full(n, DEVICE, np.int64), None, pa.int64()),
+        "tid": int_column(stream, None, pa.int64()),
+        "device": int_column(np.full(n, DEVICE, np.int16), None, pa.int16()),
+        "stream": int_column(stream, None, pa.int64()),
+        "correlation": int_column(np.arange(1, n + 1, dtype=np.int64), None, pa.int64()),
+    }
+    metadata = {
+        "source": "gpuan.synth.cycles",
+        "format": "synthetic",
+        "base_time_ns": 0,
+        "device_properties": [dict(DEVICE_PROPERTIES)],
+        "distributed_info": {},
+    }
+    return Trace(build_table(columns, n), metadata=metadata)
+
+
+def _ground_truth(
+    blocks: _Blocks, layers: int, n_main: int, n_side: int | None, decode: _Decode, main_rows: np.ndarray
+) -> dict[str, Any]:
+    """Return llm_kernel_trace's ground truth (see there); `n_side` is None without a second stream."""
+    prefill_len, step_len = blocks.prefill_ids.shape[0], blocks.step_ids.shape[0]
+    return {
+        "kernels": n_main + (n_side or 0),
+        "per_stream": {MAIN_STREAM: n_main, **({SIDE_STREAM: n_side} if n_side is not None else {})},
+        "vocabulary": len(blocks.names),
+        "layers": layers,
+        "prefill": {"start": 0, "end": prefill_len, "layer_start": 1, "layer_length": len(PREFILL_LAYER)},
+        "decode": {
+            "start": prefill_len,
+            "end": n_main,
+            "steps": decode.step_starts.shape[0],
+            "step_length": step_len,
+            "step_starts": decode.step_starts,
+            "layer_offset": 1,
+            "layer_length": len(DECODE_LAYER),
+        },
+        "noise": {"positions": decode.stray_pos, "steps": decode.stray_steps},
+        "merged": {
+            "decode_start": int(main_rows[prefill_len]),
+            "step_length": step_len + blocks.side_ids.shape[0],
+            "step_starts": main_rows[decode.step_starts],
+            "noise_positions": main_rows[decode.stray_pos],
+        },
+    }
+
+
 def llm_kernel_trace(
     n_kernels: int,
     *,
@@ -260,116 +424,17 @@ def llm_kernel_trace(
     - ``merged``: ``decode_start``, ``step_length`` (with the side pattern), ``step_starts``,
       ``noise_positions`` (arrays)
     """
-    if n_kernels < 1:
-        raise ValueError(f"n_kernels must be positive, not {n_kernels}")
-    if layers < 1:
-        raise ValueError(f"layers must be positive, not {layers}")
-    if not 0.0 <= noise <= 1.0:
-        raise ValueError(f"noise is a share of decode steps, in [0, 1], not {noise}")
+    _check_arguments(n_kernels, layers, noise)
     rng = np.random.default_rng(seed)
-    vocab: dict[str, int] = {}
-    pre_ids, pre_base = _block([((EMBED_PREFILL, 18_000),), *([PREFILL_LAYER] * layers), HEAD_AND_SAMPLING], vocab)
-    step_ids, step_base = _block([((EMBED_DECODE, 2_800),), *([DECODE_LAYER] * layers), HEAD_AND_SAMPLING], vocab)
-    side_ids, side_base = _block([SIDE_PATTERN], vocab) if second_stream else _block([], vocab)
-    stray_id = vocab.setdefault(STRAY_FILL, len(vocab))
-    names = list(vocab)
-
-    prefill_len, step_len, side_len = pre_ids.shape[0], step_ids.shape[0], side_ids.shape[0]
-    steps = max(1, math.ceil((n_kernels - prefill_len) / (step_len + side_len)))
-    n_stray = int(round(noise * steps))
-
-    # stream 7: prefill, then the tiled decode steps with the stray kernels inserted
-    stray_steps = np.sort(rng.choice(steps, n_stray, replace=False)).astype(np.int64)
-    stray_at = prefill_len + stray_steps * step_len + rng.integers(1, step_len, n_stray)  # before insertion
-    ids = np.insert(np.concatenate([pre_ids, np.tile(step_ids, steps)]), stray_at, stray_id)
-    base = np.insert(np.concatenate([pre_base, np.tile(step_base, steps)]), stray_at, float(STRAY_DUR_NS))
-    stray_pos = stray_at + np.arange(n_stray)
-    step_starts = prefill_len + np.arange(steps, dtype=np.int64) * step_len
-    step_starts += np.searchsorted(stray_steps, np.arange(steps), side="left")
-    n_main = ids.shape[0]
-
-    dur = _jittered(base, rng)
-    gap = rng.integers(LAUNCH_GAP_NS[0], LAUNCH_GAP_NS[1] + 1, n_main, dtype=np.int64)
-    gap[step_starts] = rng.integers(STEP_IDLE_NS[0], STEP_IDLE_NS[1] + 1, steps, dtype=np.int64)
-    ts = _timeline(dur, gap, START_NS)
-    ts &= ~np.int64(1)  # even: never tied with stream 20; gaps >= 2 ns keep kernels apart
-
+    blocks = _blocks(layers, second_stream)
+    step_kernels = blocks.step_ids.shape[0] + blocks.side_ids.shape[0]
+    steps = max(1, math.ceil((n_kernels - blocks.prefill_ids.shape[0]) / step_kernels))
+    main, decode = _main_stream(blocks, steps, int(round(noise * steps)), rng)
     if second_stream:
-        first = ts[step_starts] + rng.integers(SIDE_OFFSET_NS[0], SIDE_OFFSET_NS[1] + 1, steps, dtype=np.int64)
-        side_dur = _jittered(np.tile(side_base, steps), rng).reshape(steps, side_len)
-        side_gap = rng.integers(SIDE_GAP_NS[0], SIDE_GAP_NS[1] + 1, (steps, side_len), dtype=np.int64)
-        side_gap[:, 0] = 0
-        side_ts = first[:, None] + np.cumsum(side_gap, axis=1)
-        side_ts[:, 1:] += np.cumsum(side_dur[:, :-1], axis=1)
-        side_ts = side_ts.reshape(-1) | 1  # odd
-        side_dur = side_dur.reshape(-1)
-        s_ids = np.tile(side_ids, steps)
+        side = _side_stream(blocks, main.ts[decode.step_starts], rng)
     else:
-        side_ts = side_dur = np.zeros(0, np.int64)
-        s_ids = np.zeros(0, np.int32)
-
-    # interleave the two time-ordered streams: the order a stable argsort of ts would give (no ties)
-    n_side = side_ts.shape[0]
-    n = n_main + n_side
-    side_rows = np.searchsorted(ts, side_ts) + np.arange(n_side)
-    is_side = np.zeros(n, bool)
-    is_side[side_rows] = True
-    main_rows = np.flatnonzero(~is_side)
-
-    def merge(main: np.ndarray, side: np.ndarray) -> np.ndarray:
-        out = np.empty(n, main.dtype)
-        out[main_rows] = main
-        out[side_rows] = side
-        return out
-
-    all_ts = merge(ts, side_ts)
-    all_dur = merge(dur, side_dur)
-    all_ids = merge(ids, s_ids.astype(np.int32))
-    stream = np.where(is_side, SIDE_STREAM, MAIN_STREAM).astype(np.int64)
-
-    columns = {
-        "ts": int_column(all_ts, None, pa.int64()),
-        "dur": int_column(all_dur, None, pa.int64()),
-        "name": dict_column(all_ids, names),
-        "cat": dict_column(np.zeros(n, np.int32), ["kernel"]),
-        "kind": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array(KINDS)),
-        "pid": int_column(np.full(n, DEVICE, np.int64), None, pa.int64()),
-        "tid": int_column(stream, None, pa.int64()),
-        "device": int_column(np.full(n, DEVICE, np.int16), None, pa.int16()),
-        "stream": int_column(stream, None, pa.int64()),
-        "correlation": int_column(np.arange(1, n + 1, dtype=np.int64), None, pa.int64()),
-    }
-    metadata = {
-        "source": "gpuan.synth.cycles",
-        "format": "synthetic",
-        "base_time_ns": 0,
-        "device_properties": [dict(DEVICE_PROPERTIES)],
-        "distributed_info": {},
-    }
-    trace = Trace(build_table(columns, n), metadata=metadata)
-
-    decode_start = prefill_len
-    truth: dict[str, Any] = {
-        "kernels": n,
-        "per_stream": {MAIN_STREAM: n_main, **({SIDE_STREAM: n_side} if second_stream else {})},
-        "vocabulary": len(names),
-        "layers": layers,
-        "prefill": {"start": 0, "end": prefill_len, "layer_start": 1, "layer_length": len(PREFILL_LAYER)},
-        "decode": {
-            "start": decode_start,
-            "end": n_main,
-            "steps": steps,
-            "step_length": step_len,
-            "step_starts": step_starts,
-            "layer_offset": 1,
-            "layer_length": len(DECODE_LAYER),
-        },
-        "noise": {"positions": stray_pos, "steps": stray_steps},
-        "merged": {
-            "decode_start": int(main_rows[decode_start]),
-            "step_length": step_len + side_len,
-            "step_starts": main_rows[step_starts],
-            "noise_positions": main_rows[stray_pos],
-        },
-    }
-    return trace, truth
+        side = _Stream(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    kernels, is_side, main_rows = _interleave(main, side)
+    trace = _kernel_trace(kernels, is_side, blocks.names)
+    n_side = side.ts.shape[0] if second_stream else None
+    return trace, _ground_truth(blocks, layers, main.ts.shape[0], n_side, decode, main_rows)

@@ -106,7 +106,7 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
     """
     from gpuan.synth.cycles import DECODE_LAYER, PREFILL_LAYER
 
-    sc = max(found, key=lambda s: len(s.sequence))
+    sc = max(found, key=lambda candidate: len(candidate.sequence))
     seq = sc.sequence
     m = truth["merged"]
     n, layers = len(seq), truth["layers"]
@@ -118,8 +118,8 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
     segments, problems = [], []
     for seg in sc.segments:
         subs = [
-            {"length": c.length, "per_parent": c.per_parent, "reps": c.repetitions, "offset": c.offset}
-            for c in seg.sub_cycles
+            {"length": sub.length, "per_parent": sub.per_parent, "reps": sub.repetitions, "offset": sub.offset}
+            for sub in seg.sub_cycles
         ]
         row = {"start": seg.start, "end": seg.end, "periodic": seg.periodic, "sub_cycles": subs}
         if seg.cycle is not None:
@@ -128,7 +128,7 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
 
     # prefill: one aperiodic segment [0, decode start) whose sub-cycle is the prefill layer
     first = sc.segments[0]
-    pre_subs = [c for c in first.sub_cycles if c.length == pre_len]
+    pre_subs = [sub for sub in first.sub_cycles if sub.length == pre_len]
     prefill = {
         "expected": f"aperiodic [0, {dec_start}), layer {_cycle_text(pre_len, layers)}",
         "found": f"{'periodic' if first.periodic else 'aperiodic'} [{first.start}, {first.end})"
@@ -140,11 +140,11 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
         problems.append(f"prefill: expected layer {_cycle_text(pre_len, layers)}, found {prefill['found']}")
 
     # decode: one periodic segment of the step from the first decode kernel to the end
-    periodic = [s for s in sc.segments if s.periodic]
-    step_segs = [s for s in periodic if s.cycle.length == step_len]
-    found_reps = sum(s.cycle.repetitions for s in step_segs)
+    periodic = [seg for seg in sc.segments if seg.periodic]
+    step_segs = [seg for seg in periodic if seg.cycle.length == step_len]
+    found_reps = sum(seg.cycle.repetitions for seg in step_segs)
     aligned = (
-        float(np.isin(np.concatenate([s.cycle.starts for s in step_segs]), m["step_starts"]).mean())
+        float(np.isin(np.concatenate([seg.cycle.starts for seg in step_segs]), m["step_starts"]).mean())
         if step_segs
         else 0.0
     )
@@ -152,7 +152,12 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
         "expected": f"1 periodic segment [{dec_start}, {n}), step {_cycle_text(step_len, steps)}"
         + (f" ({strays} of them with a stray kernel)" if strays else ""),
         "found": f"{len(periodic)} periodic segment(s), {len(step_segs)} of length {step_len}: "
-        + (", ".join(f"[{s.start}, {s.end}) {_cycle_text(s.cycle.length, s.cycle.repetitions)}" for s in periodic[:4]))
+        + (
+            ", ".join(
+                f"[{seg.start}, {seg.end}) {_cycle_text(seg.cycle.length, seg.cycle.repetitions)}"
+                for seg in periodic[:4]
+            )
+        )
         + (" ..." if len(periodic) > 4 else ""),
         "steps_found": found_reps,
         "aligned_to_step_starts": aligned,
@@ -164,23 +169,23 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
             f"{len(sc.segments)} segments"
         )
     else:
-        s = step_segs[0]
+        seg = step_segs[0]
         # a step holding a stray kernel is one kernel longer: it may or may not count as an instance
-        if s.start != dec_start or s.end != n or not steps - strays <= s.cycle.repetitions <= steps:
+        if seg.start != dec_start or seg.end != n or not steps - strays <= seg.cycle.repetitions <= steps:
             reps = f"{steps}" if not strays else f"{steps - strays} to {steps}"
             problems.append(
                 f"decode: expected [{dec_start}, {n}) {step_len} x {reps}, "
-                f"found [{s.start}, {s.end}) {_cycle_text(step_len, s.cycle.repetitions)}"
+                f"found [{seg.start}, {seg.end}) {_cycle_text(step_len, seg.cycle.repetitions)}"
             )
     if step_segs and aligned < 1.0:
         problems.append(f"decode: only {aligned:.1%} of the step instances start at a true step start")
 
     # decode layer: the sub-cycle of the step of the layer's length
-    layer_subs = [c for s in step_segs for c in s.sub_cycles if c.length == dec_layer_len]
+    layer_subs = [sub for seg in step_segs for sub in seg.sub_cycles if sub.length == dec_layer_len]
     # with the side stream, its two kernels land inside layer 0: 31 undisturbed layers per step
     min_per_step = layers - 1 if len(truth["per_stream"]) > 1 else layers
     if layer_subs:
-        best = max(layer_subs, key=lambda c: c.per_parent)
+        best = max(layer_subs, key=lambda sub: sub.per_parent)
         at_first = str(seq.vocab[best.template[0]]) in layer_first
         layer = {
             "found": f"{_cycle_text(best.length, best.per_parent)} per step at offset {best.offset}"
@@ -285,7 +290,9 @@ def measure(n: int, engine_name: str, args: argparse.Namespace) -> dict[str, Any
         print(f" failed: {tail}")
         return {"n": n, "engine": engine_name, "error": tail}
     r = json.loads(lines[-1][len(RESULT_TAG) :])
-    print(" " + " ".join(f"{s:.3f} s" for s in r["times"]) + ("" if r["matches"] else "  (structure differs)"))
+    print(
+        " " + " ".join(f"{seconds:.3f} s" for seconds in r["times"]) + ("" if r["matches"] else "  (structure differs)")
+    )
     return r
 
 
@@ -323,9 +330,11 @@ def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
 
 def console_table(rows: list[list[str]], widths_cap: int = 60) -> str:
     """Return the table as aligned plain text (long cells cut at `widths_cap` characters)."""
-    cells = [HEADERS] + [[c if len(c) <= widths_cap else c[: widths_cap - 1] + "…" for c in r] for r in rows]
+    cells = [HEADERS] + [
+        [cell if len(cell) <= widths_cap else cell[: widths_cap - 1] + "…" for cell in r] for r in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(HEADERS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -354,7 +363,7 @@ def structure_notes(results: list[dict[str, Any]]) -> list[str]:
         notes.append(
             f"{tag}: trace built in {r['build_s']:.2f} s (not timed), RSS {r['rss_trace'] / 1e6:,.0f} MB with the "
             f"trace, peak {r['peak_rss'] / 1e6:,.0f} MB during detection{peak_note}; runs "
-            + ", ".join(f"{s:.3f}" for s in r["times"])
+            + ", ".join(f"{seconds:.3f}" for seconds in r["times"])
             + f" s; {r['strays']} stray kernel(s) in {r['steps']:,} decode steps; streams {r['per_stream']}"
         )
         notes.append(
@@ -396,7 +405,7 @@ def markdown_report(info: dict, results: list[dict[str, Any]], args: argparse.Na
         "| " + " | ".join(HEADERS) + " |",
         "|---|---|" + "---:|" * 4 + "---|" * (len(HEADERS) - 6),
     ]
-    body = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in table_rows(results)]
+    body = ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in table_rows(results)]
     tail = []
     targets = target_lines(results)
     if targets:
@@ -425,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         print(RESULT_TAG + json.dumps(result), flush=True)
         return 0
 
-    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = [parse_size(size) for size in args.sizes.split(",") if size.strip()]
     engines = ["cpu"] + (["gpu"] if args.gpu else [])
     results = [measure(n, e, args) for n in sizes for e in engines]
 

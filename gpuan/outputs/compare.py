@@ -26,11 +26,6 @@ HEADERS = (
 TOP_CHANGES = 5
 
 
-def _us(value_us: float, places: int, *, label: bool = True, group: bool = True) -> str:
-    # the cycle CSVs hold µs; the one formatter takes ns
-    return duration(value_us * 1e3, "us", places, label=label, group=group)
-
-
 def _percent(value: float | None) -> float:
     return float("nan") if value is None else value
 
@@ -60,7 +55,8 @@ def sheet_title(row: dict, runs: bool) -> str:
 
 def _summary_lines(row: dict, frame: pd.DataFrame, top: int) -> list[str]:
     lines = ["  " + ", ".join(f"{kind} {row[kind]}" for kind in MATCH_TYPES)]
-    before, after = _us(row["base_cycle_us"], 1), _us(row["new_cycle_us"], 1)
+    # the cycle CSVs hold µs; the one formatter takes ns
+    before, after = duration(row["base_cycle_us"] * 1e3, "us", 1), duration(row["new_cycle_us"] * 1e3, "us", 1)
     lines.append(f"  cycle time {before} -> {after} ({change(_percent(row['change_pct']))})")
     if top <= 0 or frame.empty:
         return lines
@@ -95,10 +91,10 @@ def render_text(result: Result, top: int = TOP_CHANGES) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def _cell(value: float, places: int) -> str:
-    if not math.isfinite(value):
+def _cell(value_us: float) -> str:
+    if not math.isfinite(value_us):
         return ""
-    return _us(value, places, label=False, group=False)
+    return duration(value_us * 1e3, "us", 3, label=False, group=False)
 
 
 def render_csv(frame: pd.DataFrame) -> str:
@@ -116,8 +112,8 @@ def render_csv(frame: pd.DataFrame) -> str:
         else:
             shown = f"{row.change_pct:.2f}" if math.isfinite(row.change_pct) else ""
         writer.writerow([
-            row.base_kernel, *(_cell(v, 3) for v in row[1:5]),
-            row.new_kernel, *(_cell(v, 3) for v in row[6:10]), shown, row.match_type,
+            row.base_kernel, *(_cell(v) for v in row[1:5]),
+            row.new_kernel, *(_cell(v) for v in row[6:10]), shown, row.match_type,
         ])  # fmt: skip
     return buf.getvalue()
 
@@ -141,7 +137,7 @@ def summary_label(side: str, kernels: int, iterations: int, cycle_us: float) -> 
     if iterations > 0:
         text += f" × {iterations} iters"
     if cycle_us > 0:
-        text += f", {_us(cycle_us, 1, label=False, group=False)} µs/cycle"
+        text += f", {duration(cycle_us * 1e3, 'us', 1, label=False, group=False)} µs/cycle"
     return text
 
 

@@ -36,7 +36,7 @@ DEVICES_SCHEMA = pa.schema(
      ("mapped_by", pa.string())]
 )  # fmt: skip
 STREAMS_SCHEMA = pa.schema(
-    [(c, pa.int64()) for c in ("rank", "device", "stream", "events", "kernels", "kernel_ns", "busy_ns")]
+    [(column, pa.int64()) for column in ("rank", "device", "stream", "events", "kernels", "kernel_ns", "busy_ns")]
 )
 KERNELS_SCHEMA = pa.schema(
     [("name", pa.string()), ("count", pa.int64()), ("total_ns", pa.int64()), ("mean_ns", pa.float64()),
@@ -90,7 +90,8 @@ def _other_categories(ev: pa.Table) -> list[dict]:
     kinds = ev["kind"].combine_chunks().dictionary_decode()
     cats = pc.fill_null(ev["cat"].combine_chunks().dictionary_decode().filter(pc.equal(kinds, "other")), "(none)")
     counted = sorted(
-        ((c["values"].as_py(), c["counts"].as_py()) for c in pc.value_counts(cats)), key=lambda x: (-x[1], x[0])
+        ((column["values"].as_py(), column["counts"].as_py()) for column in pc.value_counts(cats)),
+        key=lambda x: (-x[1], x[0]),
     )
     return [{"category": cat, "events": n, "what": _category_note(cat)} for cat, n in counted]
 
@@ -147,7 +148,9 @@ def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
     if rows.num_rows == 0:
         return []
     null = NULL64
-    keys = np.stack([rows[c].cast(pa.int64()).fill_null(null).to_numpy() for c in ("rank", "device", "stream")], 1)
+    keys = np.stack(
+        [rows[column].cast(pa.int64()).fill_null(null).to_numpy() for column in ("rank", "device", "stream")], 1
+    )
     uniq, gid = np.unique(keys, axis=0, return_inverse=True)
     gid = gid.ravel()
     n_groups = uniq.shape[0]

@@ -56,7 +56,7 @@ def analyse(
     if measured is not None:
         measured_source = measured_source or str(measured.metadata.get("source", "measured trace"))
         checked = check(prediction, measured, measured_source)
-        tables["measured_streams"] = _spans((s, (a, b)) for s, a, b in checked.measured_streams)
+        tables["measured_streams"] = _spans((stream, (a, b)) for stream, a, b in checked.measured_streams)
         summary["measured"] = _measured(checked, measured_source)
     return Result("streams", tables, summary)
 
@@ -84,7 +84,7 @@ def _operations(prediction: Prediction) -> pa.Table:
 
 def _spans(spans) -> pa.Table:
     """Return (stream, (first start, last end)) pairs as a table of stream spans."""
-    rows = [{"stream": s, "start_ns": a, "end_ns": b} for s, (a, b) in spans]
+    rows = [{"stream": stream, "start_ns": a, "end_ns": b} for stream, (a, b) in spans]
     return pa.Table.from_pylist(rows, schema=SPANS_SCHEMA)
 
 

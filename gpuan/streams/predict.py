@@ -66,14 +66,17 @@ class Prediction:
 
     def stream_spans(self) -> list[tuple[float, float]]:
         """Return (first start, last end) of each predicted stream, ns."""
-        tl = self.timeline
-        spans = [(tl.start[tl.stream == s].min(), tl.end[tl.stream == s].max()) for s in range(self.n_streams)]
+        timeline = self.timeline
+        spans = [
+            (timeline.start[timeline.stream == stream].min(), timeline.end[timeline.stream == stream].max())
+            for stream in range(self.n_streams)
+        ]
         return [(float(a), float(b)) for a, b in spans]
 
     def parameters(self) -> dict[str, Any]:
         """Return every parameter the prediction used, with where the device's numbers come from."""
-        s, gpu, w = self.settings, self.settings.gpu, self.workload
-        blocks, assumed = kernel_blocks(w, gpu, s.undimensioned), w.undimensioned()
+        settings, gpu, w = self.settings, self.settings.gpu, self.workload
+        blocks, assumed = kernel_blocks(w, gpu, settings.undimensioned), w.undimensioned()
         kernels = [
             {"name": w.names[i], "blocks": int(blocks.grid[i]), "assumed": bool(assumed[i]),
              **(_assumed_block(blocks.needs[i]) if assumed[i] else
@@ -87,18 +90,18 @@ class Prediction:
             "sms": gpu.sms,
             "per_sm": {"threads": gpu.threads_per_sm, "registers": gpu.registers_per_sm,
                        "shared_memory": gpu.shared_memory_per_sm, "blocks": gpu.blocks_per_sm},
-            "copy_engines_per_direction": {"H2D": s.engines[0], "D2H": s.engines[1], "DtoD": s.engines[2]},
-            "copy_first_turn_ns": s.copy_first_turn_ns,
-            "copy_turn_ns": s.copy_turn_ns,
+            "copy_engines_per_direction": dict(zip(("H2D", "D2H", "DtoD"), settings.engines)),
+            "copy_first_turn_ns": settings.copy_first_turn_ns,
+            "copy_turn_ns": settings.copy_turn_ns,
             "link": gpu.link,
-            "launch_order": s.launch_order,
-            "api_ns": s.api_ns,
+            "launch_order": settings.launch_order,
+            "api_ns": settings.api_ns,
             "overheads_ns": overheads(w),
             "copy_bandwidth_Bps": bandwidths(w),
-            "max_groups_per_kernel": s.max_groups,
+            "max_groups_per_kernel": settings.max_groups,
             "undimensioned": {
                 "kernels": self.undimensioned, "of": int((w.kind == KERNEL).sum()),
-                "assumption": s.undimensioned, "meaning": UNDIMENSIONED[s.undimensioned],
+                "assumption": settings.undimensioned, "meaning": UNDIMENSIONED[settings.undimensioned],
                 "predicted_ns_if": self.totals_if,
             },
             "kernels": kernels,
@@ -217,6 +220,6 @@ def check(prediction: Prediction, measured: Trace, source: str = "measured trace
     end = ts + ops["dur"].to_numpy().astype(np.float64)
     t0 = ts.min()
     streams = pc.fill_null(ops["stream"], -1).to_numpy()
-    per = [(int(s), float(ts[streams == s].min() - t0), float(end[streams == s].max() - t0))
-           for s in np.unique(streams)]  # fmt: skip
+    per = [(int(stream), float(ts[streams == stream].min() - t0), float(end[streams == stream].max() - t0))
+           for stream in np.unique(streams)]  # fmt: skip
     return Check(float(end.max() - t0), prediction.total_ns, per)

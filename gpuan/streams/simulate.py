@@ -102,9 +102,9 @@ def issue_order(n_ops: int, n_streams: int, order: str) -> list[tuple[int, int]]
     """Return (stream, op) pairs in the order the host issues them: ``breadth`` issues operation k of
     every stream before operation k+1 of any; ``depth`` issues all of stream 0, then stream 1, ..."""
     if order == "breadth":
-        return [(s, k) for k in range(n_ops) for s in range(n_streams)]
+        return [(stream, k) for k in range(n_ops) for stream in range(n_streams)]
     if order == "depth":
-        return [(s, k) for s in range(n_streams) for k in range(n_ops)]
+        return [(stream, k) for stream in range(n_streams) for k in range(n_ops)]
     raise ValueError(f"launch order must be one of {LAUNCH_ORDERS}, not {order!r}")
 
 
@@ -176,7 +176,7 @@ def simulate(w: Workload, settings: Settings, progress: Callable[[int, int], Non
         raise BlockTooBig(problems[0])
     blocks = kernel_blocks(w, gpu, settings.undimensioned)
     direction = np.array([_direction(k) for k in w.kind], np.int64)
-    order = np.array([s * m + k for s, k in issue_order(m, n, settings.launch_order)], np.int64)
+    order = np.array([stream * m + k for stream, k in issue_order(m, n, settings.launch_order)], np.int64)
     turn = settings.copy_turn_ns if settings.copy_turn_ns is not None else math.inf
     first_turn = settings.copy_first_turn_ns if settings.copy_first_turn_ns is not None else turn
     args = (
@@ -230,7 +230,8 @@ def _direction(kind: int) -> int:
     return {H2D: 0, D2H: 1, COPY: 2}.get(int(kind), -1)
 
 
-# Event kinds. Events are (time, sequence number, kind, a, b, c): equal times pop in the order pushed.
+# Event kinds. Events are (time, sequence number, kind, a, b, copy_op): equal times pop in the order pushed;
+# copy_op is the copy a _COPY_DONE ends (0 for the other kinds).
 _ISSUE, _READY, _COPY_DONE, _BLOCKS_DONE, _OTHER_DONE, _TURN_ENDS, _HOST_FREE, _EXHAUST, _REPLAN = range(9)
 # Slots of the loop's counters (numba closures cannot rebind captured scalars, so they live in an array).
 _SEQ, _HOST_WAITS_FOR, _NEXT_ISSUE, _WAIT_HEAD, _WAIT_TAIL, _POOL_FREE, _HOLD_SEQ, _ROOM_FOR = range(8)
@@ -295,14 +296,14 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
     since = np.zeros(3)  # time the holders' `left` was last brought up to date
     version = np.zeros(3, np.int64)
 
-    def push_from(t, scheduled, what, a, b, c):
+    def push_from(t, scheduled, what, a, b, copy_op):
         # events at one time pop in the order they were scheduled (time, then order of pushing); a
         # recurring group's wave is scheduled when the wave before it starts, though pushed later
-        heapq.heappush(heap, (t, scheduled, ctr[_SEQ], np.int64(what), np.int64(a), np.int64(b), np.int64(c)))
+        heapq.heappush(heap, (t, scheduled, ctr[_SEQ], np.int64(what), np.int64(a), np.int64(b), np.int64(copy_op)))
         ctr[_SEQ] += 1
 
-    def push(t, what, a, b, c):
-        push_from(t, clock[0], what, a, b, c)
+    def push(t, what, a, b, copy_op):
+        push_from(t, clock[0], what, a, b, copy_op)
 
     def issue_next(t):
         if ctr[_NEXT_ISSUE] < order.size:
@@ -326,31 +327,35 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
     # -- copies ----------------------------------------------------------------------------------------
     def progress(d, t):
         moving = 0
-        for s in range(n):
-            moving += holder_copy[d, s] >= 0
+        for stream in range(n):
+            moving += holder_copy[d, stream] >= 0
         if moving and t > since[d]:
             done = (t - since[d]) / moving
-            for s in range(n):
-                if holder_copy[d, s] >= 0:
-                    left[holder_copy[d, s]] -= done
+            for stream in range(n):
+                if holder_copy[d, stream] >= 0:
+                    left[holder_copy[d, stream]] -= done
         since[d] = t
 
     def reschedule(d, t):
         version[d] += 1
         moving, first = 0, -1
-        for s in range(n):
-            c = holder_copy[d, s]
-            if c >= 0:
+        for stream in range(n):
+            moving_copy = holder_copy[d, stream]
+            if moving_copy >= 0:
                 moving += 1
-                if first < 0 or left[c] < left[first] or (left[c] == left[first] and c < first):
-                    first = c
+                if (
+                    first < 0
+                    or left[moving_copy] < left[first]
+                    or (left[moving_copy] == left[first] and moving_copy < first)
+                ):
+                    first = moving_copy
         if moving:
             push(t + max(left[first], 0.0) * moving, _COPY_DONE, d, version[d], first)
         if q_len[d] and n_held[d]:
             soonest = math.inf
-            for s in range(n):
-                if held[d, s]:
-                    soonest = min(soonest, turn_ends_at[d, s])
+            for stream in range(n):
+                if held[d, stream]:
+                    soonest = min(soonest, turn_ends_at[d, stream])
             push(max(t, soonest), _TURN_ENDS, d, version[d], 0)
 
     def enqueue(d, op):
@@ -358,20 +363,20 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
         q_len[d] += 1
 
     def take_turn(d, op, t, length):
-        s = op // m
-        held[d, s] = True
-        holder_copy[d, s] = op
-        turn_ends_at[d, s] = t + length
-        held_since[d, s] = ctr[_HOLD_SEQ]
+        stream = op // m
+        held[d, stream] = True
+        holder_copy[d, stream] = op
+        turn_ends_at[d, stream] = t + length
+        held_since[d, stream] = ctr[_HOLD_SEQ]
         ctr[_HOLD_SEQ] += 1
         n_held[d] += 1
         if math.isnan(start[op]):  # a preempted copy keeps its first start
             start[op] = t
 
-    def release(d, s, t):
-        if held[d, s]:
-            held[d, s] = False
-            holder_copy[d, s] = -1
+    def release(d, stream, t):
+        if held[d, stream]:
+            held[d, stream] = False
+            holder_copy[d, stream] = -1
             n_held[d] -= 1
         while q_len[d] and n_held[d] < engines[d]:
             op = queue[d, q_head[d]]
@@ -380,10 +385,10 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             take_turn(d, op, t, turn)
 
     def copy_ready(op, t):
-        d, s = direction[op % m], op // m
+        d, stream = direction[op % m], op // m
         progress(d, t)
-        if held[d, s]:  # back to back within the stream's turn
-            holder_copy[d, s] = op
+        if held[d, stream]:  # back to back within the stream's turn
+            holder_copy[d, stream] = op
             start[op] = t
         elif n_held[d] < engines[d]:
             # an idle engine: a full first turn before waiting streams get theirs
@@ -394,25 +399,25 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
 
     def copy_done(d, op, t):
         progress(d, t)
-        s, k = op // m, op % m
-        holder_copy[d, s] = -1
+        stream, k = op // m, op % m
+        holder_copy[d, stream] = -1
         finish(op, t)
         # the stream keeps its turn if its next operation, already issued, is a copy the same way
         back_to_back = k + 1 < m and direction[k + 1] == d and not math.isnan(issued[op + 1])
         if not back_to_back:
-            release(d, s, t)
+            release(d, stream, t)
         reschedule(d, t)
 
     def turn_over(d, t):
         progress(d, t)
         due = np.flatnonzero(held[d] & (turn_ends_at[d] <= t))
-        for s in due[np.argsort(held_since[d, due])]:  # in the order the streams took their engines
+        for stream in due[np.argsort(held_since[d, due])]:  # in the order the streams took their engines
             if q_len[d] == 0:
-                turn_ends_at[d, s] = t + turn
+                turn_ends_at[d, stream] = t + turn
                 continue
-            if holder_copy[d, s] >= 0:
-                enqueue(d, holder_copy[d, s])  # back of the line with what is left of it
-            release(d, s, t)
+            if holder_copy[d, stream] >= 0:
+                enqueue(d, holder_copy[d, stream])  # back of the line with what is left of it
+            release(d, stream, t)
         reschedule(d, t)
 
     # -- kernels ---------------------------------------------------------------------------------------
@@ -427,8 +432,8 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
         # the head's waves that started before t take their blocks (never past the plan's caps). A wave
         # starts where the one before it ends, start + block time, the sum the one-event-per-wave loop
         # formed: waves of groups placed at one instant stay at one instant, as there
-        for h in range(ctr[_N_HEAD]):
-            g = head[h]
+        for nth in range(ctr[_N_HEAD]):
+            g = head[nth]
             tb = block_time[group_op[g] % m]
             j, at = group_j[g], group_at[g]
             while j < group_cap[g] and at + tb < t:
@@ -445,16 +450,16 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
         nh = ctr[_N_HEAD]
         placed = np.empty(nh)
         seq = np.empty(nh, np.int64)
-        for h in range(nh):
-            g = head[h]
+        for nth in range(nh):
+            g = head[nth]
             tb = block_time[group_op[g] % m]
             at = group_at[g]
             for _ in range(rounds):
                 at += tb
-            starts[nh + h] = at
-            starts[h] = at + tb
-            placed[h] = -group_placed[g]
-            seq[h] = group_seq[g]
+            starts[nh + nth] = at
+            starts[nth] = at + tb
+            placed[nth] = -group_placed[g]
+            seq[nth] = group_seq[g]
         idx = np.argsort(seq)
         idx = idx[np.argsort(placed[idx], kind="mergesort")]
         return idx[np.argsort(starts[:nh][idx], kind="mergesort")]
@@ -467,22 +472,22 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
         op = group_op[head[0]]
         nh = ctr[_N_HEAD]
         per_round = 0
-        for h in range(nh):
-            per_round += group_w[head[h]]
+        for nth in range(nh):
+            per_round += group_w[head[nth]]
         rounds = (blocks_left[op] - 1) // per_round
         ctr[_PLAN] += 1
         if rounds > 2:
-            for h in range(nh):
-                group_cap[head[h]] = group_j[head[h]] + rounds - 1
+            for nth in range(nh):
+                group_cap[head[nth]] = group_j[head[nth]] + rounds - 1
             push(t + (rounds - 1.5) * block_time[op % m], _REPLAN, ctr[_PLAN], 0, 0)
             return
         still = blocks_left[op] - rounds * per_round
         starts = np.empty(2 * nh)
         last = -1
-        for h in wave_order(rounds, starts):
-            g = head[h]
+        for nth in wave_order(rounds, starts):
+            g = head[nth]
             if last < 0 and still <= group_w[g]:
-                last = h
+                last = nth
             group_cap[g] = group_j[g] + rounds + (1 if last < 0 else 0)
             still -= group_w[g] if last < 0 else 0
         push_from(starts[last], starts[nh + last], _EXHAUST, ctr[_PLAN], head[last], 0)
@@ -536,11 +541,11 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 # (holding their room idle until it starts)
                 tb = block_time[k]
                 latest, soonest = head[0], head[0]
-                for h in range(1, ctr[_N_HEAD]):
-                    if group_at[head[h]] > group_at[latest]:
-                        latest = head[h]
-                    if group_at[head[h]] < group_at[soonest]:
-                        soonest = head[h]
+                for nth in range(1, ctr[_N_HEAD]):
+                    if group_at[head[nth]] > group_at[latest]:
+                        latest = head[nth]
+                    if group_at[head[nth]] < group_at[soonest]:
+                        soonest = head[nth]
                 now = t - group_at[latest] <= group_at[soonest] + tb - t
                 into = latest if now else soonest
                 if now:
@@ -561,19 +566,19 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             # all placed: every group of the kernel ends with the wave it runs
             nh = ctr[_N_HEAD]
             ends = np.empty(2 * nh)
-            for h in wave_order(0, ends):
-                push_from(ends[h], ends[nh + h], _BLOCKS_DONE, head[h], 0, 0)
+            for nth in wave_order(0, ends):
+                push_from(ends[nth], ends[nh + nth], _BLOCKS_DONE, head[nth], 0, 0)
             push(t + block_time[k], _BLOCKS_DONE, g, 0, 0)
             ctr[_N_HEAD] = 0
             ctr[_PLAN] += 1
             ctr[_WAIT_HEAD] += 1
 
     # -- the loop --------------------------------------------------------------------------------------
-    for s in range(n):
-        dep_ready[s * m] = 0.0
+    for stream in range(n):
+        dep_ready[stream * m] = 0.0
     issue_next(0.0)
     while heap:
-        t, _, _, what, a, b, c = heapq.heappop(heap)
+        t, _, _, what, a, b, copy_op = heapq.heappop(heap)
         clock[0] = t
         if what == _ISSUE:
             issued[a] = t
@@ -600,7 +605,7 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 push(t + dur[k], _OTHER_DONE, a, 0, 0)
         elif what == _COPY_DONE:
             if b == version[a]:
-                copy_done(a, c, t)
+                copy_done(a, copy_op, t)
         elif what == _TURN_ENDS:
             if b == version[a]:
                 turn_over(a, t)
@@ -615,8 +620,8 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             if a == ctr[_PLAN]:  # the head's groups run their planned waves; group b ends with its last
                 settle(math.inf)
                 at = 0
-                for h in range(ctr[_N_HEAD]):
-                    at = h if head[h] == b else at
+                for nth in range(ctr[_N_HEAD]):
+                    at = nth if head[nth] == b else at
                 ctr[_N_HEAD] -= 1
                 head[at] = head[ctr[_N_HEAD]]
                 release_group(b)

@@ -80,8 +80,10 @@ def streams_of(ops: pa.Table) -> list[tuple[int, int, int]]:
         return []
     keys = pa.table({"device": pc.fill_null(ops["device"], -1), "stream": pc.fill_null(ops["stream"], -1)})
     counts = keys.group_by(["device", "stream"]).aggregate([([], "count_all")])
-    rows = sorted(zip(*(counts[c].to_pylist() for c in ("device", "stream", "count_all"))), key=lambda r: -r[2])
-    return [(int(d), int(s), int(n)) for d, s, n in rows]
+    rows = sorted(
+        zip(*(counts[column].to_pylist() for column in ("device", "stream", "count_all"))), key=lambda row: -row[2]
+    )
+    return [(int(device), int(stream), int(count)) for device, stream, count in rows]
 
 
 def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") -> Workload:
@@ -94,13 +96,13 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
         raise TraceError(source, "no GPU operations (kernels, memcpys, memsets) to predict from")
     if stream is None:
         if len(found) > 1:
-            listed = ", ".join(f"{s} ({n} ops)" for _, s, n in found[:8])
+            listed = ", ".join(f"{sid} ({n} ops)" for _, sid, n in found[:8])
             raise TraceError(source, f"not a single-stream trace: GPU work on streams {listed}; pass --stream")
         device, stream_id = found[0][0], found[0][1]
     else:
-        match = [(d, s) for d, s, _ in found if s == stream]
+        match = [(d, sid) for d, sid, _ in found if sid == stream]
         if not match:
-            streams = [s for _, s, _ in found]
+            streams = [sid for _, sid, _ in found]
             raise UsageError(f"--stream: no GPU operations on stream {stream} in {source}; streams: {streams}")
         device, stream_id = match[0]
     ops = ops.filter(pc.equal(pc.fill_null(ops["stream"], -1), stream_id))
@@ -110,11 +112,11 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
     copy_kind = copy_kind.dictionary_decode().to_pylist() if copy_kind.type != pa.null() else [None] * ops.num_rows
     names = [str(n) for n in ops["name"].combine_chunks().dictionary_decode().to_pylist()]
     kind = np.empty(ops.num_rows, np.int8)
-    for i, (k, c) in enumerate(zip(kind_col, copy_kind)):
+    for i, (k, copy) in enumerate(zip(kind_col, copy_kind)):
         if k == "kernel":
             kind[i] = KERNEL
         elif k == "memcpy":
-            kind[i] = {"HtoD": H2D, "DtoH": D2H}.get(c or "", COPY)
+            kind[i] = {"HtoD": H2D, "DtoH": D2H}.get(copy or "", COPY)
         else:
             kind[i] = OTHER
     pageable = np.array(["pageable" in n.lower() for n in names], bool)

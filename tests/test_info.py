@@ -65,7 +65,10 @@ def test_an_empty_kind_selection_gives_empty_tables_with_their_columns(data_dir)
     assert "busy_ns" in result["streams"].column_names and "share" in result["top_kernels"].column_names
 
 
-@pytest.mark.parametrize("props", [[{"id": 0, "name": 7, "numSms": "many"}], [{"id": 0, "numSms": True}]])
+@pytest.mark.parametrize(
+    "props",
+    [[{"id": 0, "name": 7, "numSms": "many"}], [{"id": 0, "numSms": True}], [{"id": [0], "name": "x"}, "junk"]],
+)
 def test_odd_device_properties_do_not_break_the_tables(data_dir, props):
     from gpuan.trace.table import Trace
 

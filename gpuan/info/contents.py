@@ -115,7 +115,9 @@ def _span(ev: pa.Table) -> tuple[int, int]:
 def _devices(trace: Trace) -> list[dict]:
     """Return the devices that have GPU activity: id, name and SM count where the trace has them, and the
     ROCm agent id its events carry with the evidence that mapped it (else None)."""
-    props = {p.get("id"): p for p in trace.metadata.get("device_properties", []) if isinstance(p, dict)}
+    listed = trace.metadata.get("device_properties") or []
+    # only whole-number ids can match the device column (a damaged file's list or dict id would not hash)
+    props = {p["id"]: p for p in listed if isinstance(p, dict) and isinstance(p.get("id"), int)}
     agents = trace.metadata.get("device_agents") or {}
     used = pc.unique(trace.events["device"]).to_pylist()
     out = []

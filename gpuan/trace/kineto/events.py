@@ -7,6 +7,8 @@ B/E pairs, instants, devices and streams of GPU events, memcpy directions, the t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -28,102 +30,159 @@ _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]+)")
 _ROCM_MEMCPY_KIND = {"1": "HtoD", "2": "DtoH", "3": "DtoD", "0": "HtoH"}
 
 
+@dataclass
+class _Events:
+    """The per-event columns settled from the scan: pids and tids resolved, durations completed, categories
+    normalised (codes into `cat_strings`) and kinds; `keep` masks the rows to keep (None: all)."""
+
+    pid: np.ndarray
+    tid: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    keep: np.ndarray | None
+    cat: np.ndarray
+    cat_strings: list[str]
+    kind: np.ndarray
+
+    def permute(self, order: np.ndarray) -> None:
+        """Put the columns in the table's row order, each in its own memory."""
+        self.kind, self.cat, self.pid, self.tid, self.ts, self.dur = (
+            _permute(a, order) for a in (self.kind, self.cat, self.pid, self.tid, self.ts, self.dur)
+        )
+
+
+class _SparseFields:
+    """The scanner's sparse fields, made columns in the table's row order one at a time; each field's
+    scan buffers are given back as soon as its column is built, which keeps the peak down."""
+
+    def __init__(self, sparse: dict[str, tuple[np.ndarray, np.ndarray]], order: np.ndarray, rows: int) -> None:
+        self.sparse = sparse
+        self.n = order.size
+        self.new_row = np.full(rows, -1, np.int64)
+        self.new_row[order] = np.arange(self.n)
+
+    def column(self, name: str, make: Callable[[np.ndarray, np.ndarray], pa.Array]) -> pa.Array:
+        """Return make(rows, values) of field `name` in the new row order (rows dropped from the table left out)."""
+        idx, vals = self.sparse.pop(name)
+        rows = self.new_row[idx]
+        ok = rows >= 0
+        col = make(rows, vals) if ok.all() else make(rows[ok], vals[ok])
+        release(idx)
+        release(vals)
+        return col
+
+
 def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     """Return the Trace for the scanned rows of one Kineto file.
 
     Rows come out grouped by kind and in time order within each kind (file order breaks ties), so the
     same events give the same table whatever their order in the file, a kind is a contiguous slice, and
     a column that only one kind fills stays untouched memory elsewhere."""
-    c, sp, strings = raw.columns, raw.sparse, raw.strings
+    strings = raw.strings
     meta = _trace_metadata(raw.metadata, source)
     ids_named: dict[int, str] = {}
-
-    pid = _resolve_ids(c.pop("pid"), sp.pop("pid_str"), strings, ids_named)
-    tid = _resolve_ids(c.pop("tid"), sp.pop("tid_str"), strings, ids_named)
-    ph, raw_cat = c.pop("ph"), c.pop("cat")
-    _check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source)
-    ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid)
-    cat, norm_strings, kind = _categories(raw_cat, strings)
-    _steps_as_ranges(kind, c["name"], strings)
-    release(ph)
-    release(raw_cat)
-
-    order = kind_time_order(kind, ts, keep)
-    n = order.size
-    new_row = np.full(raw.length, -1, np.int64)
-    new_row[order] = np.arange(n)
-
-    def moved(pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, values) of a sparse field in the new row order."""
-        idx, vals = pair
-        rows = new_row[idx]
-        ok = rows >= 0
-        return (rows, vals) if ok.all() else (rows[ok], vals[ok])
-
-    def column_of(name: str, make) -> pa.Array:
-        """Build a column from a sparse field, then give the field's scan buffers back."""
-        pair = sp.pop(name)
-        col = make(*moved(pair))
-        release(pair[0])
-        release(pair[1])
-        return col
-
-    rocm = _is_rocm(raw.metadata, kind, c["name"], strings)
-    memory_gpus = _memory_gpus(mem_ids := sp.pop("mem_device"), mem_types := sp.pop("mem_device_type"))
+    events = _settle_events(raw, source, ids_named)
+    order = kind_time_order(events.kind, events.ts, events.keep)
+    fields = _SparseFields(raw.sparse, order, raw.length)
+    rocm = _is_rocm(raw.metadata, events.kind, raw.columns["name"], strings)
+    memory_gpus = _memory_gpus(mem_ids := raw.sparse.pop("mem_device"), mem_types := raw.sparse.pop("mem_device_type"))
     for a in (*mem_ids, *mem_types):
         release(a)
-    kind, cat, pid, tid, ts, dur = (_permute(a, order) for a in (kind, cat, pid, tid, ts, dur))
-    gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODE[k] for k in GPU_KINDS]))
+    events.permute(order)
+    shape = _distributed_shape(raw.metadata)
+    device, stream = _device_and_stream(fields, events, (meta, memory_gpus, shape) if rocm else None)
 
-    def devices(r: np.ndarray, v: np.ndarray) -> pa.Array:
-        idx, vals = _fill_sparse(r, v, gpu_rows, pid[gpu_rows], _is_device)
-        if rocm:
-            vals = _agents_as_devices(vals, meta, memory_gpus, _distributed_shape(raw.metadata))
-        return sparse_column(n, idx, vals, pa.int16())
-
-    device = column_of("device", devices)
-    stream = column_of(
-        "stream", lambda r, v: sparse_column(n, *_fill_sparse(r, v, gpu_rows, tid[gpu_rows], _is_id), pa.int64())
-    )
-
-    base = _base_time(ts, raw.flows.get("ts"))
+    base = _base_time(events.ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
     rank = rank if rank is not None else distributed_rank(raw.metadata)
     meta["rank"] = rank
 
-    name = _permute(c.pop("name"), order)
-    cols = {
-        "ts": int_column(_rebase(ts, base), N64, pa.int64()),
-        "dur": int_column(dur, N64, pa.int64()),
-        "name": dict_column(name, strings),
-        "cat": dict_column(cat, norm_strings),
-        "kind": pa.DictionaryArray.from_arrays(pa.array(kind, pa.int8()), pa.array(KINDS)),
-        "pid": int_column(pid, N64, pa.int64()),
-        "tid": int_column(tid, N64, pa.int64()),
-        "device": device,
-        "stream": stream,
-        "correlation": int_column(_permute(c.pop("correlation"), order), N64, pa.int64()),
-        "external_id": int_column(_permute(c.pop("external_id"), order), N64, pa.int64()),
-        "memcpy_kind": column_of("arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), kind, strings)),
-    }
+    name = _permute(raw.columns.pop("name"), order)
+    cols = _event_columns(events, name, raw.columns, order, base, strings)
+    cols["device"], cols["stream"] = device, stream
+    cols["memcpy_kind"] = fields.column("arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), events.kind, strings))
     release(name)  # the dictionary column holds its own codes
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case
+        n = fields.n
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
-    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size", "peer"):
-        cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int32()))
-    for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
-        cols[col] = column_of(col, lambda r, v: sparse_column(n, r, v, pa.int64()))
-    for col in ("collective", "dtype", "pg_name"):
-        cols[col] = column_of(col, lambda r, v: dict_column(v, strings, idx=r, length=n))
-    for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
-        cols[col] = column_of(col, lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n))
-    table = grids_in_workgroups(build_table(cols, n))
+    cols.update(_argument_columns(fields, strings))
+    table = grids_in_workgroups(build_table(cols, fields.n))
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
     flows = _flow_table(raw.flows, strings, ids_named, base, rank)
     meta["id_names"] = {str(k): v for k, v in sorted(ids_named.items())}
     return Trace(table, flows, meta)
+
+
+def _settle_events(raw: RawTrace, source: str, ids_named: dict[int, str]) -> _Events:
+    """Return the events' columns in file order, settling the format's quirks (string pids/tids, recorded
+    in `ids_named`; B/E pairs; instants; category spellings; step ranges); raises TraceError for events
+    no timeline can hold."""
+    c, sp, strings = raw.columns, raw.sparse, raw.strings
+    pid = _resolve_ids(c.pop("pid"), sp.pop("pid_str"), strings, ids_named)
+    tid = _resolve_ids(c.pop("tid"), sp.pop("tid_str"), strings, ids_named)
+    ph, raw_cat = c.pop("ph"), c.pop("cat")
+    _check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source)
+    ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid)
+    cat, cat_strings, kind = _categories(raw_cat, strings)
+    _steps_as_ranges(kind, c["name"], strings)
+    release(ph)
+    release(raw_cat)
+    return _Events(pid, tid, ts, dur, keep, cat, cat_strings, kind)
+
+
+def _device_and_stream(
+    fields: _SparseFields, events: _Events, rocm: tuple[dict, list[int], tuple[int, int] | None] | None
+) -> tuple[pa.Array, pa.Array]:
+    """Return the device and stream columns: the args' values, else for GPU events the pid and tid, where
+    Kineto writes them. On ROCm (`rocm`: the metadata, the GPUs of [memory] events and the distributed
+    shape) devices are agent ids, turned into device indexes."""
+    n = fields.n
+    gpu_rows = np.flatnonzero(np.isin(events.kind, [KIND_CODE[k] for k in GPU_KINDS]))
+
+    def devices(r: np.ndarray, v: np.ndarray) -> pa.Array:
+        idx, vals = _fill_sparse(r, v, gpu_rows, events.pid[gpu_rows], _is_device)
+        if rocm is not None:
+            vals = _agents_as_devices(vals, *rocm)
+        return sparse_column(n, idx, vals, pa.int16())
+
+    def streams(r: np.ndarray, v: np.ndarray) -> pa.Array:
+        return sparse_column(n, *_fill_sparse(r, v, gpu_rows, events.tid[gpu_rows], _is_id), pa.int64())
+
+    return fields.column("device", devices), fields.column("stream", streams)
+
+
+def _event_columns(
+    events: _Events, name: np.ndarray, c: dict[str, np.ndarray], order: np.ndarray, base: int, strings: list[str]
+) -> dict[str, pa.Array]:
+    """Return the columns every event has (times on `base`), the scanner's dense columns `c` reordered."""
+    return {
+        "ts": int_column(_rebase(events.ts, base), N64, pa.int64()),
+        "dur": int_column(events.dur, N64, pa.int64()),
+        "name": dict_column(name, strings),
+        "cat": dict_column(events.cat, events.cat_strings),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(events.kind, pa.int8()), pa.array(KINDS)),
+        "pid": int_column(events.pid, N64, pa.int64()),
+        "tid": int_column(events.tid, N64, pa.int64()),
+        "correlation": int_column(_permute(c.pop("correlation"), order), N64, pa.int64()),
+        "external_id": int_column(_permute(c.pop("external_id"), order), N64, pa.int64()),
+    }
+
+
+def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, pa.Array]:
+    """Return the columns of the events' args: launch shapes, sizes, collectives and the JSON values."""
+    n = fields.n
+    cols = {}
+    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size", "peer"):
+        cols[col] = fields.column(col, lambda r, v: sparse_column(n, r, v, pa.int32()))
+    for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
+        cols[col] = fields.column(col, lambda r, v: sparse_column(n, r, v, pa.int64()))
+    for col in ("collective", "dtype", "pg_name"):
+        cols[col] = fields.column(col, lambda r, v: dict_column(v, strings, idx=r, length=n))
+    for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
+        cols[col] = fields.column(col, lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n))
+    return cols
 
 
 def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -375,6 +375,14 @@ def test_a_field_of_the_wrong_type_is_bad_input(tmp_path, field, value, problem)
     assert not list(tmp_path.glob("*.parquet"))
 
 
+def test_the_scanner_takes_exactly_the_chrome_trace_phases():
+    """The phase table answers for every byte: the format's phases (its list, written out here) and nothing else."""
+    from gpuan.trace.kineto import scanner
+
+    chrome_phases = set("BEXiICbneSTpFstfPONDMVvRc") | {"(", ")"}
+    assert {chr(b) for b in range(256) if scanner._is_phase(np.uint8(b))} == chrome_phases
+
+
 def test_an_event_without_a_phase_is_bad_input(tmp_path):
     from gpuan.errors import TraceError
 

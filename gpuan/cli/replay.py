@@ -3,12 +3,15 @@ per-rank traces of a run; under ``mpirun -np P`` the ranks are shared among P pr
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from gpuan.cli.arguments import count, nonempty
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     from gpuan.outputs.replay import FORMATS
     from gpuan.replay import ANALYSES, DEALS
 
@@ -33,7 +36,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run the replay on this process; returns the exit code. Process 0 reports; under MPI the others
     stop on bad input with exit code 2 and say nothing, so the one error line is printed once."""
     from gpuan.cli import EXIT_BAD_INPUT
@@ -84,12 +87,13 @@ def _load_sources(run_dir: str, procs):
     return sources
 
 
-def _shared_own_ranks(procs):
+def _shared_own_ranks(procs) -> Callable[[list[Path]], list[int | None]]:
     """Return a finder of files' own ranks that shares the work among the replay processes: process p
     looks at files p, p + P, ... of the listing, and every process gets every answer."""
     from gpuan.trace.ranks import own_rank
 
     def find(files: list[Path]) -> list[int | None]:
+        """Return the own rank (or None) of each of `files`."""
         found: dict[int, int | None] = {}
         for part in procs.allgather_small({i: own_rank(files[i]) for i in range(procs.rank, len(files), procs.size)}):
             found.update(part)

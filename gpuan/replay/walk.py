@@ -44,9 +44,9 @@ def walk(
     cut = np.flatnonzero(codes[1:] != codes[:-1]) + 1
     bounds = np.concatenate(([0], cut, [codes.size]))
     calls = 0
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        k = int(codes[a])
-        if wanted[k]:
-            callbacks[kinds[k]](kinds[k], order[a:b])
+    for first, stop in zip(bounds[:-1], bounds[1:]):
+        code = int(codes[first])
+        if wanted[code]:
+            callbacks[kinds[code]](kinds[code], order[first:stop])
             calls += 1
     return calls

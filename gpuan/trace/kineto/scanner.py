@@ -764,6 +764,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         ok = True
         if h == K_PH:
             e = skip_value(buf, b64, pos, n)
+            # a string of one character, a phase: three bytes with its quotes
             ok = buf[pos] == QUOTE and e == pos + 3 and _is_phase(buf[pos + 1])
             if ok:
                 o32[row, T_PH] = buf[pos + 1]

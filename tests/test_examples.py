@@ -1,0 +1,55 @@
+"""The Python tour (examples/tour.py) runs, end to end, on the inputs it generates: every analysis gives a
+Result whose tables open as pandas frames, the charts are written, and what it plants is found."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import gpuan
+
+TOUR = Path(__file__).resolve().parents[1] / "examples" / "tour.py"
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("gpuan_tour", TOUR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("tour")
+    return out, module.main(out)
+
+
+def test_every_analysis_runs_and_gives_frames(tour):
+    _, results = tour
+    assert sorted(results) == sorted(gpuan.ANALYSES)
+    for name, result in results.items():
+        assert isinstance(result, gpuan.Result) and result.analysis == name
+        assert result.tables, f"{name} has no tables"
+        frames = result.to_pandas()
+        assert set(frames) == set(result.tables)
+        assert all(len(frames[t]) == result.tables[t].num_rows for t in frames)
+
+
+def test_the_charts_are_written(tour):
+    out, _ = tour
+    for chart in ("roofline.html", "tensors.html", "replay.html"):
+        text = (out / chart).read_text()
+        assert "plotly" in text.lower() and len(text) > 1_000, chart
+
+
+def test_the_planted_straggler_is_found(tour):
+    _, results = tour
+    worst = results["replay"].to_pandas("stragglers").sort_values("caused_total", ascending=False).iloc[0]
+    assert (worst["step"], worst["rank"]) == (2, 5)
+
+
+def test_the_sample_trace_is_what_the_tour_says(tour):
+    _, results = tour
+    assert results["info"].summary["events"] > 0
+    devices = results["info"].to_pandas("devices")
+    assert "H100" in devices["name"].iloc[0]
+    assert 0.5 < results["sol"].summary["modelled_share"] <= 1.0
+    assert results["streams"].summary["speedup"] >= 1.0

@@ -105,13 +105,7 @@ def resolve(engine: Engine | str | None) -> Engine:
         return current()
     if engine not in CHOICES:
         raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(CHOICES)}")
-    if engine == "cpu":
-        return CPU
-    if gpu_available():
-        return _gpu_engine()
-    if engine == "gpu":
-        raise EngineError("engine 'gpu': no GPU here (CuPy is not installed or sees no CUDA device)")
-    return CPU
+    return _named(engine, asked_by=f"engine {engine!r}")
 
 
 def current() -> Engine:
@@ -119,10 +113,14 @@ def current() -> Engine:
     choice = _selected or os.environ.get("GPUAN_DEVICE", "auto").lower()
     if choice not in CHOICES:
         raise EngineError(f"GPUAN_DEVICE={choice!r} is not one of {', '.join(CHOICES)}")
+    return _named(choice, asked_by="--device gpu")
+
+
+def _named(choice: str, asked_by: str) -> Engine:
     if choice == "cpu":
         return CPU
     if gpu_available():
         return _gpu_engine()
     if choice == "gpu":
-        raise EngineError("--device gpu: no GPU here (CuPy is not installed or sees no CUDA device)")
+        raise EngineError(f"{asked_by}: no GPU here (CuPy is not installed or sees no CUDA device)")
     return CPU

@@ -205,11 +205,11 @@ def _measure_once(label: str, kind: str, trace: Path, env: dict[str, str], pytho
 
 
 def load_synth():
-    """Return the gpuan.synth module, straight from its file if the gpuan package does not import (yet)."""
+    """Return the gpuan.synth.kineto module, straight from its file if the gpuan package does not import (yet)."""
     try:
-        import gpuan.synth
+        import gpuan.synth.kineto
 
-        return gpuan.synth
+        return gpuan.synth.kineto
     except Exception:  # noqa: BLE001  (a half-written gpuan must not stop the anchors)
         import importlib.util
 

@@ -13,6 +13,7 @@ import pytest
 
 from gpuan import devices
 from gpuan.cli import main
+from gpuan.devices.ceilings import read_ceilings
 from gpuan.sol.roofs import datasheet, roofs_for
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -148,7 +149,8 @@ def test_unknown_gpu_scores_on_its_measured_ceilings(tmp_path):
     path, props = _renamed_trace(tmp_path, "kineto/a100_triton_example.json.gz", "NVIDIA Future GPU 9000")
     ceilings = tmp_path / "ceilings.json"
     ceilings.write_text(json.dumps({props["name"]: {"flops": {"vector:fp32": 1e13}, "memory_bandwidth": 1e12}}))
-    roofs = roofs_for({"device_properties": [props]}, str(path), ceilings="measured", ceilings_file=str(ceilings))
+    loaded = read_ceilings(ceilings)
+    roofs = roofs_for({"device_properties": [props]}, str(path), ceilings=loaded)
     assert (roofs.kind, roofs.flops, roofs.memory_bandwidth) == ("measured", {"vector:fp32": 1e13}, 1e12)
 
 

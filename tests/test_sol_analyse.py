@@ -9,6 +9,8 @@ import pyarrow as pa
 import pytest
 
 import gpuan.sol
+from gpuan.cli import main
+from gpuan.devices.ceilings import Ceilings, read_ceilings
 from gpuan.errors import TraceError, UsageError
 from gpuan.outputs import sol as report
 from gpuan.result import Result
@@ -80,20 +82,57 @@ def test_options_name_the_gpu_or_the_cpu(mi250, tmp_path):
     assert analyse(mi250, gpu="H100").summary["device"] == "H100 SXM5"
     with pytest.raises(UsageError, match="--gpu: unknown device 'Z100'"):
         analyse(mi250, gpu="Z100")
-    with pytest.raises(UsageError, match="no measured ceilings for 'cpu'"):
-        analyse(mi250, cpu=True, ceilings_file=str(tmp_path / "none.json"))
+    none = tmp_path / "none.json"
+    with pytest.raises(UsageError, match=f"no measured ceilings for 'cpu' in {none}; run gpuan sol calibrate --cpu"):
+        analyse(mi250, cpu=True, ceilings=read_ceilings(none))
+
+
+def test_measured_ceilings_are_handed_in_loaded(mi250, tmp_path, monkeypatch):
+    # the analysis reads neither the ceilings file nor $GPUAN_CEILINGS: only what it is handed counts
+    monkeypatch.setenv("GPUAN_CEILINGS", str(tmp_path / "never_read.json"))
+    saved = {"MI250 GCD / MI210": {"memory_bandwidth": 1e12, "flops": {"vector:fp32": 1e13}, "measured_at": "t"}}
+    path = tmp_path / "ceilings.json"
+    path.write_text(json.dumps(saved))
+    loaded = read_ceilings(path)
+    assert loaded == Ceilings(saved, path, f"--ceilings-file {path}")
+    for ceilings in (loaded, Ceilings(saved)):
+        result = analyse(mi250, ceilings=ceilings)
+        assert result.summary["ceilings"] == "measured" and result.summary["device"] == "MI250 GCD / MI210"
+        roofs = result.summary["roofs"]
+        # measured rates replace the datasheet's; rates not measured keep the datasheet value
+        assert roofs["memory_bandwidth"] == 1e12 and roofs["flops"]["vector:fp32"] == 1e13
+        assert roofs["flops"]["tensor:fp16"] == analyse(mi250).summary["roofs"]["flops"]["tensor:fp16"]
+    with pytest.raises(UsageError, match="no measured ceilings for 'cpu' in the ceilings given"):
+        analyse(mi250, cpu=True, ceilings=Ceilings(saved))
+
+
+def test_measured_ceilings_must_be_loaded_first(mi250):
+    with pytest.raises(UsageError, match=r"ceilings='measured': use \"datasheet\", or the loaded ceilings file"):
+        analyse(mi250, ceilings="measured")
+    with pytest.raises(UsageError, match=r"cpu=True scores against this machine's measured ceilings: pass ceilings="):
+        analyse(mi250, cpu=True)
+
+
+def test_a_bad_ceilings_file_names_the_option(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("[1]")
     with pytest.raises(UsageError, match=f"--ceilings-file {bad}: not a ceilings file"):
-        analyse(mi250, ceilings="measured", ceilings_file=str(bad))
+        read_ceilings(bad)
 
 
-def test_environment_variable_names_the_ceilings_file(mi250, tmp_path, monkeypatch):
+def test_environment_variable_names_the_ceilings_file(mi250, tmp_path, monkeypatch, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("not json")
     monkeypatch.setenv("GPUAN_CEILINGS", str(bad))
     with pytest.raises(UsageError, match=f"GPUAN_CEILINGS={bad}: not a ceilings file"):
-        analyse(mi250, ceilings="measured")
+        read_ceilings()
+    # and the command reads it (and names it) only where measured roofs are asked for
+    trace = str(mi250.metadata["source"])
+    assert main(["sol", trace, "--top", "1"]) == 0
+    for option in ("--ceilings=measured", "--cpu"):
+        capsys.readouterr()
+        assert main(["sol", trace, option]) == 2
+        assert capsys.readouterr().err.startswith(f"gpuan: error: GPUAN_CEILINGS={bad}: not a ceilings file")
 
 
 def test_a_trace_without_a_device_is_a_trace_error(data_dir):

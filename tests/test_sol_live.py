@@ -12,6 +12,8 @@ nn, F = torch.nn, torch.nn.functional
 
 from gpuan.capture.live import Tracker  # noqa: E402
 from gpuan.devices.calibrate import measure_cpu  # noqa: E402
+from gpuan.devices.ceilings import Ceilings  # noqa: E402
+from gpuan.errors import UsageError  # noqa: E402
 from gpuan.sol.roofs import Roofs  # noqa: E402
 
 
@@ -107,3 +109,19 @@ def test_periodic_report(cpu_roofs, capsys):
             model(torch.randint(0, 64, (1, 4)))
             tracker.step()
     assert capsys.readouterr().out.count("by layer type") == 2
+
+
+def test_ceilings_come_loaded_or_from_the_default_file(tmp_path, monkeypatch):
+    # a CPU has only measured roofs: handed in loaded, or read by the tracker from the default ceilings file
+    saved = {"cpu": {"memory_bandwidth": 2e10, "flops": {"vector:fp32": 3e11}, "measured_at": "t"}}
+    assert Tracker(cpu=True, ceilings=Ceilings(saved)).roofs.memory_bandwidth == 2e10
+    path = tmp_path / "ceilings.json"
+    path.write_text(json.dumps(saved))
+    monkeypatch.setenv("GPUAN_CEILINGS", str(path))
+    roofs = Tracker(cpu=True).roofs
+    assert (roofs.kind, roofs.flops, roofs.memory_bandwidth) == ("measured", {"vector:fp32": 3e11}, 2e10)
+    monkeypatch.setenv("GPUAN_CEILINGS", str(tmp_path / "none.json"))
+    with pytest.raises(UsageError, match=r"no measured ceilings for 'cpu' in .*none.json; run gpuan sol calibrate"):
+        Tracker(cpu=True)
+    with pytest.raises(UsageError, match=r"Tracker\(ceilings='measured'\): use \"datasheet\" or"):
+        Tracker(cpu=True, ceilings="measured")

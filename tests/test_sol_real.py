@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpuan.cli import main
+from gpuan.devices.ceilings import read_ceilings
 from gpuan.sol import score
 from gpuan.trace.launch import link
 from gpuan.trace.load import load
@@ -134,7 +135,7 @@ def test_cpu_trace_by_phase_has_prefill_and_decode(data_dir, capsys, cpu_ceiling
     trace = load(path)
     ann = trace.of_kind("annotation").to_pandas()
     ranges = {n: (r.ts, r.ts + r.dur) for n, r in ann.set_index("name").iterrows() if n in ("prefill", "decode")}
-    ops = score(trace, cpu=True, ceilings_file=str(cpu_ceilings)).ops.to_pandas()
+    ops = score(trace, cpu=True, ceilings=read_ceilings(cpu_ceilings)).ops.to_pandas()
     for phase, (lo, hi) in ranges.items():
         inside = ops[ops.phase == phase]
         assert len(inside) and ((inside.ts >= lo) & (inside.ts <= hi)).all()

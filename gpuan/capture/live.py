@@ -30,8 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan import devices
+from gpuan.devices.ceilings import CPU, Ceilings, read_ceilings
+from gpuan.errors import UsageError
 from gpuan.result import Result
-from gpuan.sol.roofs import CPU, Roofs, datasheet, measured
+from gpuan.sol.roofs import Roofs, datasheet, measured
 from gpuan.sol.score import OPS_SCHEMA, Scored, score_ops
 from gpuan.sol.sections import result
 
@@ -68,9 +70,11 @@ class Tracker:
     """Records the matmul-family calls and tracked modules of a running model and scores them.
 
     `gpu`: a known GPU name, or None for the current CUDA GPU if there is one, else this machine's CPU;
-    `cpu`: score against this machine's CPU (calibrated with ``gpuan sol calibrate --cpu``); `roofs`
-    overrides both with explicit roofs; `report_every`: print the report every that many :meth:`step` calls
-    (0: never)."""
+    `cpu`: score against this machine's CPU (calibrated with ``gpuan sol calibrate --cpu``); `ceilings`:
+    "datasheet" peaks or the measured ceilings, as for :func:`gpuan.sol.analyse`
+    (``ceilings=gpuan.devices.ceilings.read_ceilings()``; the CPU's are read from the default ceilings
+    file where none are given); `roofs` overrides all of these with explicit roofs; `report_every`: print
+    the report every that many :meth:`step` calls (0: never)."""
 
     def __init__(
         self,
@@ -79,15 +83,14 @@ class Tracker:
         *,
         cpu: bool = False,
         roofs: Roofs | None = None,
-        ceilings: str = "datasheet",
-        ceilings_file: str | None = None,
+        ceilings: str | Ceilings = "datasheet",
         report_every: int = 0,
     ) -> None:
         import torch
 
         self.model = model
         self.cuda = torch.cuda.is_available() and (model is None or any(p.is_cuda for p in model.parameters()))
-        self.roofs = roofs or self._roofs(gpu, cpu, ceilings, ceilings_file)
+        self.roofs = roofs or self._roofs(gpu, cpu, ceilings)
         self.report_every = report_every
         self.records: list[tuple] = []  # (name, layer, phase, dims, types, concrete, start, end)
         self._phases: list[str] = []
@@ -96,14 +99,17 @@ class Tracker:
         self._steps = 0
         self._started = 0.0
 
-    def _roofs(self, gpu: str | None, cpu: bool, ceilings: str, path: str | None) -> Roofs:
+    def _roofs(self, gpu: str | None, cpu: bool, ceilings: str | Ceilings) -> Roofs:
         import torch
 
+        if not isinstance(ceilings, Ceilings) and ceilings != "datasheet":
+            raise UsageError(f'Tracker(ceilings={ceilings!r}): use "datasheet" or ceilings.read_ceilings()')
         if cpu or (gpu is None and not self.cuda):
-            return measured(CPU, None, path)
+            # a CPU has no datasheet roofs: its measured ones are the only ones there are
+            return measured(CPU, None, ceilings if isinstance(ceilings, Ceilings) else read_ceilings())
         known = devices.lookup(gpu or torch.cuda.get_device_name(), "Tracker(gpu=)")
         base = datasheet(known)
-        return measured(known.name, base, path) if ceilings == "measured" else base
+        return measured(known.name, base, ceilings) if isinstance(ceilings, Ceilings) else base
 
     # --- recording ---------------------------------------------------------------------------------------
 

@@ -47,14 +47,19 @@ def run(args) -> int:
     if args.trace == "calibrate":
         return _calibrate(args)
     from gpuan.cli.loading import load_trace
+    from gpuan.devices.ceilings import read_ceilings
     from gpuan.outputs import sol as report
     from gpuan.sol import analyse
 
     if args.output:
         report.check_table_path(args.output)
+    trace = load_trace(args.trace)
+    # the ceilings file is read only where it is used: --cpu roofs are always measured ones
+    measured = args.cpu or args.ceilings == "measured"
+    ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
     result = analyse(
-        load_trace(args.trace), gpu=args.gpu, cpu=args.cpu, ceilings=args.ceilings,
-        ceilings_file=args.ceilings_file, tf32=args.tf32, top=max(args.top, report.XLSX_LOST_ROWS),
+        trace, gpu=args.gpu, cpu=args.cpu, ceilings=ceilings, tf32=args.tf32,
+        top=max(args.top, report.XLSX_LOST_ROWS),
     )  # fmt: skip
     if args.output:
         report.write_table(result, args.output)

@@ -128,7 +128,7 @@ def calibrate(cpu: bool = False, path: str | None = None) -> tuple[str, dict, Pa
 
     target = ceilings_path(path)
     make_dir(target.parent)  # before measuring: a place it cannot write is found in a second, not after a minute
-    saved = read_ceilings(path)
+    saved = read_ceilings(path).by_device
     if cpu:
         name, result = CPU, measure_cpu()
     else:

@@ -1,12 +1,16 @@
 """The ceilings file: the peak rates and bandwidths ``gpuan sol calibrate`` measured on this machine, by
 device name (``"cpu"`` for this machine's CPU), kept at ``$GPUAN_CEILINGS`` or
 ``~/.cache/gpuan/ceilings.json``. Together with the datasheet tables of this package they are the
-hardware facts roofline scoring takes."""
+hardware facts roofline scoring takes.
+
+Scoring never reads this file: :func:`read_ceilings` loads it (the command, the live tracker or a notebook
+call it) and hands the :class:`Ceilings` to :func:`gpuan.sol.analyse` as its ``ceilings``."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,17 @@ from gpuan.errors import UsageError
 CPU = "cpu"
 
 ENVIRONMENT = "GPUAN_CEILINGS"
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """A loaded ceilings file: ``by_device``, the saved ceilings by device name (empty where there is no file
+    yet); ``path``, the file (None for ceilings made in code); ``named_by``, how the user named it
+    (``--ceilings-file F``, ``GPUAN_CEILINGS=F`` or the default path), which messages about it quote."""
+
+    by_device: dict[str, dict[str, Any]] = field(default_factory=dict)
+    path: Path | None = None
+    named_by: str = "the ceilings given"
 
 
 def ceilings_path(path: str | os.PathLike | None = None) -> Path:
@@ -36,17 +51,17 @@ def named_by(path: str | os.PathLike | None = None) -> str:
     return f"{ENVIRONMENT}={env}" if env else str(ceilings_path())
 
 
-def read_ceilings(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Return the saved ceilings by device name ({} if there is no file yet); `path` as for
+def read_ceilings(path: str | os.PathLike | None = None) -> Ceilings:
+    """Return the loaded ceilings file (no devices if there is no file yet); `path` as for
     :func:`ceilings_path`. A file that is not a ceilings file is a :class:`UsageError` naming the option or
     environment variable that pointed at it."""
     target = ceilings_path(path)
     if not target.exists():
-        return {}
+        return Ceilings({}, target, named_by(path))
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise UsageError(f"{named_by(path)}: not a ceilings file ({e})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{named_by(path)}: not a ceilings file (expected an object keyed by device)")
-    return data
+    return Ceilings(data, target, named_by(path))

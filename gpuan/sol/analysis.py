@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuan.devices.ceilings import Ceilings
 from gpuan.engine import Engine
 from gpuan.result import Result
 from gpuan.sol.score import score
@@ -18,8 +19,7 @@ def analyse(
     engine: Engine | str | None = None,
     gpu: str | None = None,
     cpu: bool = False,
-    ceilings: str = "datasheet",
-    ceilings_file: str | None = None,
+    ceilings: str | Ceilings = "datasheet",
     tf32: bool = False,
     top: int = LOST_ROWS,
 ) -> Result:
@@ -28,8 +28,9 @@ def analyse(
     and return the Result: tables ``ops``, ``by_layer_type``, ``by_function``, ``by_phase``, ``lost_time``
     (the `top` modelled ops losing the most time) and the summary of :func:`gpuan.sol.sections.result`.
 
-    `ceilings`: "datasheet" peaks or the "measured" ceilings saved by ``gpuan sol calibrate`` (in
-    `ceilings_file`, else ``$GPUAN_CEILINGS`` or ``~/.cache/gpuan/ceilings.json``); `tf32` scores FP32
-    matrix ops against TF32 tensor cores; `engine`: None, "cpu", "gpu", "auto" or an Engine."""
-    scored = score(trace, gpu, cpu=cpu, ceilings=ceilings, ceilings_file=ceilings_file, tf32=tf32, engine=engine)
+    `ceilings`: "datasheet" peaks, or the measured ceilings ``gpuan sol calibrate`` saved, loaded like the
+    trace: ``ceilings=gpuan.devices.ceilings.read_ceilings()`` (the file of ``$GPUAN_CEILINGS`` or
+    ``~/.cache/gpuan/ceilings.json``; or pass a path); `cpu` needs them. `tf32` scores FP32 matrix ops
+    against TF32 tensor cores; `engine`: None, "cpu", "gpu", "auto" or an Engine."""
+    scored = score(trace, gpu, cpu=cpu, ceilings=ceilings, tf32=tf32, engine=engine)
     return result(scored, top)

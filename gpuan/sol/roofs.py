@@ -1,17 +1,16 @@
 """The roofs an op is scored against: peak arithmetic rates per (unit, dtype) and memory bandwidth, from the
-datasheet table (:mod:`gpuan.devices`) or measured by ``gpuan sol calibrate`` and saved in the ceilings file
-(:mod:`gpuan.devices.ceilings`, the one file besides its inputs that scoring consults: this machine's own
-measured facts, like the datasheet tables).
+datasheet table (:mod:`gpuan.devices`) or measured by ``gpuan sol calibrate`` and saved in the ceilings file.
+Scoring is handed that file loaded (a :class:`gpuan.devices.ceilings.Ceilings`, read by the command, the
+live tracker or the caller), like its trace: it reads no file and no environment variable itself.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuan import devices
-from gpuan.devices.ceilings import CPU, ceilings_path, named_by, read_ceilings
+from gpuan.devices.ceilings import CPU, Ceilings
 from gpuan.errors import TraceError, UsageError
 from gpuan.sol.costs import MATRIX_CATEGORIES
 
@@ -47,19 +46,20 @@ def datasheet(gpu: devices.GPU, source: str | None = None) -> Roofs:
     return Roofs(gpu.name, dict(gpu.flops), gpu.memory_bandwidth, gpu.link_bandwidth, "datasheet", sources, *l2)
 
 
-def measured(device: str, base: Roofs | None, path: str | os.PathLike | None = None) -> Roofs:
-    """Return the calibrated roofs of `device` from the ceilings file (`path`, else ``$GPUAN_CEILINGS`` or
-    the default: :mod:`gpuan.devices.ceilings`); rates the calibration did not measure keep the datasheet
-    value of `base`. A :class:`UsageError` naming the command to run if it was never calibrated."""
-    saved = read_ceilings(path).get(device)
+def measured(device: str, base: Roofs | None, ceilings: Ceilings) -> Roofs:
+    """Return the calibrated roofs of `device` from the loaded `ceilings` file; rates the calibration did
+    not measure keep the datasheet value of `base`. A :class:`UsageError` naming the command to run if it
+    was never calibrated."""
+    saved = ceilings.by_device.get(device)
     if not saved:
         hint = "gpuan sol calibrate --cpu" if device == CPU else "gpuan sol calibrate (on that GPU)"
-        raise UsageError(f"no measured ceilings for {device!r} in {ceilings_path(path)}; run {hint}")
+        where = ceilings.path or ceilings.named_by
+        raise UsageError(f"no measured ceilings for {device!r} in {where}; run {hint}")
     flops = dict(base.flops if base else {}) | {k: float(v) for k, v in saved.get("flops", {}).items()}
     bandwidth = float(saved.get("memory_bandwidth") or (base.memory_bandwidth if base else 0))
     link = float(saved.get("link_bandwidth") or (base.link_bandwidth if base else bandwidth))
     if not flops or not bandwidth:
-        raise UsageError(f"{named_by(path)}: the ceilings saved for {device!r} lack FLOP rates or bandwidth")
+        raise UsageError(f"{ceilings.named_by}: the ceilings saved for {device!r} lack FLOP rates or bandwidth")
     how = f"measured by gpuan sol calibrate on {saved.get('measured_at', '?')}"
     l2 = (base.l2_bytes, base.l2_bandwidth) if base else (0, 0.0)
     if saved.get("l2_bandwidth"):
@@ -73,20 +73,28 @@ def roofs_for(
     *,
     gpu: str | None = None,
     cpu: bool = False,
-    ceilings: str = "datasheet",
-    ceilings_file: str | os.PathLike | None = None,
+    ceilings: str | Ceilings = "datasheet",
 ) -> Roofs:
     """Return the roofs to score a trace (its `metadata`, read from `source`) against: the GPU named `gpu`
     (``--gpu``), this machine's calibrated CPU (`cpu`, ``--cpu``), else the GPU the trace recorded;
-    `ceilings` "datasheet" or "measured" (from `ceilings_file`, see :func:`measured`)."""
-    if ceilings not in ("datasheet", "measured"):
-        raise UsageError(f"--ceilings {ceilings!r}: use datasheet or measured")
+    `ceilings` "datasheet" for the datasheet peaks, or the loaded ceilings file to score against what
+    ``gpuan sol calibrate`` measured (see :func:`measured`; `cpu` needs them)."""
+    if not isinstance(ceilings, Ceilings) and ceilings != "datasheet":
+        raise UsageError(
+            f'ceilings={ceilings!r}: use "datasheet", or the loaded ceilings file for measured roofs: '
+            "ceilings=gpuan.devices.ceilings.read_ceilings()"
+        )
     if gpu is not None and cpu:
         raise UsageError("--gpu and --cpu: score against one of them, not both")
     if gpu is not None and gpu.strip().lower() == CPU:
         raise UsageError("--gpu cpu: a CPU is not a GPU; pass --cpu to score against this machine's calibrated CPU")
     if cpu:
-        return measured(CPU, None, ceilings_file)
+        if not isinstance(ceilings, Ceilings):
+            raise UsageError(
+                "cpu=True scores against this machine's measured ceilings: pass "
+                "ceilings=gpuan.devices.ceilings.read_ceilings() (after `gpuan sol calibrate --cpu`)"
+            )
+        return measured(CPU, None, ceilings)
     if gpu is not None:
         known, named = devices.lookup(gpu), None
     else:
@@ -97,10 +105,10 @@ def roofs_for(
                 f"the trace records no device; pass --gpu, one of: {', '.join(devices.names())}; "
                 "or --cpu for this machine's calibrated CPU",
             )
-    if ceilings == "measured":
+    if isinstance(ceilings, Ceilings):
         # a part the table has no rates for is scored on its calibrated ceilings alone
         base = datasheet(known, named) if known.flops and known.memory_bandwidth else None
-        return measured(known.name, base, ceilings_file)
+        return measured(known.name, base, ceilings)
     return datasheet(known, named)
 
 

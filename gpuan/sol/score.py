@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpuan.devices.ceilings import Ceilings
 from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
 from gpuan.sol.costs import CATEGORIES, Call, Cost, cost
@@ -110,18 +111,17 @@ def score(
     gpu: str | None = None,
     *,
     cpu: bool = False,
-    ceilings: str = "datasheet",
-    ceilings_file: str | None = None,
+    ceilings: str | Ceilings = "datasheet",
     tf32: bool = False,
     engine: Engine | str | None = None,
 ) -> Scored:
     """Return every op of `trace` scored against the roofs of the GPU named `gpu` (default: the GPU the
     trace recorded), or with `cpu` against this machine's CPU as ``gpuan sol calibrate --cpu`` measured it;
-    `ceilings` "datasheet" peaks or the "measured" ceilings of ``gpuan sol calibrate`` (saved in
-    `ceilings_file`, see :mod:`gpuan.devices.ceilings`). `tf32` scores FP32 matrix ops against TF32 tensor
+    `ceilings` "datasheet" peaks or the loaded ceilings file of ``gpuan sol calibrate``
+    (:func:`gpuan.devices.ceilings.read_ceilings`). `tf32` scores FP32 matrix ops against TF32 tensor
     cores; `engine` as for :func:`gpuan.engine.resolve`."""
     source = str(trace.metadata.get("source", ""))
-    roofs = roofs_for(trace.metadata, source, gpu=gpu, cpu=cpu, ceilings=ceilings, ceilings_file=ceilings_file)
+    roofs = roofs_for(trace.metadata, source, gpu=gpu, cpu=cpu, ceilings=ceilings)
     found = trace_ops(trace)
     scored = score_ops(found.ops, roofs, tf32=tf32, resolution_ns=found.resolution_ns, engine=engine)
     return Scored(scored, roofs, found.busy_ns, source, found.on_cpu)

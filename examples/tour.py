@@ -57,9 +57,8 @@ def main(out: Path) -> dict[str, gpuan.Result]:
     show("per-position statistics of the first pattern", cycles.to_pandas("positions"))
 
     # %% compare: two of those patterns, position by position (through the uplifter-layout CSVs)
-    files = cycles_output.output_files(cycles, str(out / "sample"))
-    cycles_output.write_csvs(cycles, files)
-    first, second = (read_cycle_csv(path) for path in list(files)[:2])
+    files = cycles_output.write_csvs(cycles, str(out / "sample"))
+    first, second = (read_cycle_csv(path) for path in files[:2])
     results["compare"] = compared = gpuan.compare.analyse((first, second))
     print("\n", compared)
 

@@ -177,7 +177,7 @@ def fill(cell) -> str:
 def test_xlsx_layout(pair, tmp_path):
     base, new = map(read_cycle_csv, pair)
     out = tmp_path / "cmp.xlsx"
-    output.write_xlsx(out, compare.analyse((base, new)))
+    output.write_xlsx(compare.analyse((base, new)), out)
     wb = openpyxl.load_workbook(out)
     assert wb.sheetnames == ["Comparison"]
     ws = wb["Comparison"]
@@ -210,7 +210,7 @@ def test_xlsx_layout(pair, tmp_path):
 def test_csv_output(pair, tmp_path):
     base, new = map(read_cycle_csv, pair)
     out = tmp_path / "cmp.csv"
-    output.write_csv(out, compare.analyse((base, new)))
+    output.write_csv(compare.analyse((base, new)), out)
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     assert rows[0] == list(output.HEADERS)
@@ -378,9 +378,9 @@ def test_analyse_cycle_csvs_of_a_real_trace(data_dir, tmp_path):
     from gpuan.outputs import cycles as cycles_output
 
     found = gpuan.cycles.analyse(gpuan.load(path), kind="cpu_op", mode="llm")
-    files = cycles_output.output_files(found, str(tmp_path / "lm"))
-    cycles_output.write_csvs(found, files)
-    prefill, decode = (read_cycle_csv(tmp_path / f"lm_{phase}.csv") for phase in ("prefill", "decode"))
+    paths = cycles_output.write_csvs(found, str(tmp_path / "lm"))
+    assert paths == [str(tmp_path / f"lm_{phase}.csv") for phase in ("prefill", "decode")]
+    prefill, decode = map(read_cycle_csv, paths)
     result = compare.analyse((prefill, decode))
     kernels = result.to_pandas("kernels")
     assert len(kernels) == sum(result.summary[kind] for kind in compare.MATCH_TYPES)

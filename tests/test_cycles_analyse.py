@@ -104,7 +104,7 @@ def test_llm_phases(tiny_lm):
 def test_no_events_of_the_kind(tiny_lm):
     result = gpuan.cycles.analyse(tiny_lm, kind="kernel")
     assert result.summary["events"] == 0 and all(t.num_rows == 0 for t in result.tables.values())
-    assert output.render_text(result) == ""
+    assert output.text(result) == ""
 
 
 def test_bad_options_are_usage_errors(tiny_lm):
@@ -115,12 +115,14 @@ def test_bad_options_are_usage_errors(tiny_lm):
 
 def test_outputs_render_the_result(v100, tmp_path):
     result = gpuan.cycles.analyse(v100)
-    files = output.output_files(result, str(tmp_path / "v"))
-    assert list(files) == [str(tmp_path / f"v_cycle_{k}.csv") for k in range(1, result.summary["patterns"] + 1)]
-    report = json.loads(output.render_json(result, "v100.json.gz", files))
-    assert report["files"] == list(files) and [p["file"] for p in report["patterns"]] == list(files)
+    files = output.write_csvs(result, str(tmp_path / "v"))
+    assert files == [str(tmp_path / f"v_cycle_{k}.csv") for k in range(1, result.summary["patterns"] + 1)]
+    report = json.loads(output.json_text(result, "v100.json.gz", str(tmp_path / "v")))
+    assert report["files"] == files and [p["file"] for p in report["patterns"]] == files
+    assert json.loads(output.json_text(result, "v100.json.gz"))["files"] == []
     assert len(report["sequences"]) == result["sequences"].num_rows
-    text = output.render_text(result)
+    text = output.text(result)
     assert text.startswith(result["sequences"]["label"][0].as_py())
-    first = output.render_csv(result, result["patterns"]["cycle"][0].as_py())
+    first = output.csv_text(result, result["patterns"]["cycle"][0].as_py())
     assert first.splitlines()[6] == ",".join(STAT_COLUMNS)
+    assert (tmp_path / "v_cycle_1.csv").read_text(encoding="utf-8") == first

@@ -6,7 +6,7 @@ import pytest
 
 import gpuan
 from gpuan.engine import CPU, gpu_available, select
-from gpuan.outputs.cycles import render_csv
+from gpuan.outputs.cycles import csv_text
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def gpu():
 
 def _csvs(trace, engine) -> list[str]:
     result = gpuan.cycles.analyse(trace, engine=engine)
-    return [render_csv(result, p["cycle"]) for p in result["patterns"].to_pylist()]
+    return [csv_text(result, p["cycle"]) for p in result["patterns"].to_pylist()]
 
 
 def test_real_trace_same_bytes_on_gpu(gpu, data_dir):

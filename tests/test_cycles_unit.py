@@ -21,7 +21,7 @@ from gpuan.cycles.periods import idle_before
 from gpuan.cycles.sequence import Sequence, is_comm_name, sequences
 from gpuan.cycles.signature import signature
 from gpuan.cycles.tables import build
-from gpuan.outputs.cycles import render_csv
+from gpuan.outputs.cycles import csv_text
 from gpuan.result import Result
 from gpuan.trace.cycle_csv import read_cycle_csv
 from gpuan.trace.schema import SCHEMA
@@ -198,7 +198,7 @@ def test_position_stats_against_numpy():
 def render(seq, seg) -> str:
     """The cycle CSV of `seg`'s outer cycle, as ``gpuan cycles -o`` writes it."""
     result = Result("cycles", build([SequenceCycles(seq, [seg])], [], {}), {})
-    return render_csv(result, 0)
+    return csv_text(result, 0)
 
 
 def test_csv_round_trip(tmp_path):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from gpuan.info import analyse
-from gpuan.outputs.info import document
+from gpuan.outputs.info import document, json_text, text
 from gpuan.result import Result
 from gpuan.trace.load import load
 
@@ -56,6 +56,17 @@ def test_rocm_agents_are_named_only_where_mapped(data_dir):
     assert doc["devices"][0]["rocm_agent"] == 2
     plain = document(analyse(load(data_dir / "nvprof/mem_mem_2stream_23000.csv")))
     assert plain["devices"] and all("rocm_agent" not in d for d in plain["devices"])
+
+
+def test_the_reports_are_strings_the_command_prints(data_dir):
+    result = analyse(load(data_dir / "nvprof/mem_mem_2stream_23000.csv"), top=2)
+    assert json.loads(json_text(result)) == json.loads(json.dumps(document(result))) and json_text(result)[-1] == "\n"
+    report = text(result, width=100)
+    lines = report.splitlines()
+    assert lines[0] == f"{result.summary['source']}  (nvprof)" and report.endswith("\n")
+    assert max(map(len, lines)) <= 100 and "top kernels by time" in report and "\x1b" not in report
+    narrow = text(result, width=60)
+    assert max(map(len, narrow.splitlines())) <= 60 and narrow != report
 
 
 def test_an_empty_kind_selection_gives_empty_tables_with_their_columns(data_dir):

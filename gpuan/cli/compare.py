@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         result = compare.analyse((read_cycle_csv(args.base), read_cycle_csv(args.new)), mode=args.mode)
     if suffix == ".csv":
-        output.write_csv(args.output, result)
+        output.write_csv(result, args.output)
     else:
-        output.write_xlsx(args.output, result)
-    print(output.render_text(result), end="")
+        output.write_xlsx(result, args.output)
+    print(output.text(result), end="")
     return 0

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
 def show(
     path: str,
-    output: str | None,
+    base: str | None,
     *,
     mode: str = "all",
     kind: str = "kernel",
@@ -57,22 +57,19 @@ def show(
     sequences: str = "group",
     fmt: str = "text",
 ) -> int:
-    """Detect the cycles of the trace at `path`, write the CSVs under `output`, print the report;
+    """Detect the cycles of the trace at `path`, write the CSVs under `base` (if given), print the report;
     returns the exit code."""
     from gpuan import cycles
     from gpuan.cli.loading import load_trace
     from gpuan.errors import TraceError
-    from gpuan.outputs import cycles as emit
+    from gpuan.outputs import cycles as output
 
     result = cycles.analyse(load_trace(path), mode=mode, kind=kind, ops=ops, sequences=sequences)
     if not result.summary["events"]:
         raise TraceError(path, f"no {kind} events to look for cycles in")
-    files = emit.output_files(result, output)
-    emit.write_csvs(result, files)
-    if output and not files:
+    if base and not output.write_csvs(result, base):
         # not an error (a trace may hold no repetition), but say why no file appeared, beside stdout's report
         what = "prefill or decode phase" if mode == "llm" else "repeating pattern"
         print(f"gpuan: no {what} found in {path}: no files written", file=sys.stderr)
-    report = emit.render_json(result, path, files) if fmt == "json" else emit.render_text(result)
-    print(report, end="")
+    print(output.json_text(result, path, base) if fmt == "json" else output.text(result), end="")
     return 0

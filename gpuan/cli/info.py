@@ -28,7 +28,8 @@ def show(path: str, *, fmt: str = "text", top: int = 10) -> int:
     """Load the trace at `path` and print what is in it as text or JSON; returns the exit code (0)."""
     from gpuan.cli.loading import load_trace
     from gpuan.info import analyse
-    from gpuan.outputs.info import emit
+    from gpuan.outputs import info as output
 
-    emit(analyse(load_trace(path), top=top), fmt)
+    result = analyse(load_trace(path), top=top)
+    print(output.json_text(result) if fmt == "json" else output.text(result), end="")
     return 0

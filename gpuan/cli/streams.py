@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
     from gpuan.cli.loading import load_trace
-    from gpuan.outputs.streams import emit
+    from gpuan.outputs import streams as output
     from gpuan.streams import analyse
     from gpuan.streams.simulate import is_compiled
 
@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
             undimensioned=args.undimensioned, measured=measured, source=args.trace, measured_source=args.measured,
             progress=progress,
         )  # fmt: skip
-    emit(result, args.format, timeline=args.output)
+    if args.output:
+        output.write_timeline(result, args.output)
+    print(output.json_text(result) if args.format == "json" else output.text(result, args.output), end="")
     return 0
 
 

@@ -85,16 +85,16 @@ def run(args) -> int:
         return 0
     if not args.log or not args.gguf:
         raise UsageError("gpuan tensors needs a log and --gguf MODEL.gguf")
-    from gpuan.outputs import tensors as emit
+    from gpuan.outputs import tensors as output
     from gpuan.tensors import analyse
     from gpuan.trace.tensor_inputs import load_tensor_inputs
 
     inputs = load_tensor_inputs(args.log, args.gguf, args.names, args.buffers, args.log_format)
     result = analyse(inputs, max_points=args.max_points)
     if args.output:
-        emit.write_tables(result, args.output, args.table_format)
+        output.write_tables(result, args.output, args.table_format)
     html = args.html or (f"{args.output}/report.html" if args.output else None)
     if html:
-        emit.write_html(result, html)
-    print(emit.json_text(result, args.top) if args.format == "json" else emit.text(result, args.top))
+        output.write_html(result, html)
+    print(output.json_text(result, args.top) if args.format == "json" else output.text(result, args.top))
     return 0

@@ -34,7 +34,7 @@ def _runs(result: Result) -> bool:
     return "unpaired_base" in result.summary
 
 
-def pair_frames(result: Result) -> list[tuple[dict, pd.DataFrame]]:
+def _pair_frames(result: Result) -> list[tuple[dict, pd.DataFrame]]:
     """Return, per pair of cycles, its ``cycles`` row (a dict) and its kernel pairs as a DataFrame
     (the ``kernels`` columns without ``pair``, NaN for the missing side's numbers)."""
     kernels = result.to_pandas("kernels")
@@ -45,7 +45,7 @@ def pair_frames(result: Result) -> list[tuple[dict, pd.DataFrame]]:
     return out
 
 
-def sheet_title(row: dict, runs: bool) -> str:
+def _pair_title(row: dict, runs: bool) -> str:
     """Return the name of a pair of cycles: ``Base<i>-New<j> (<similarity>%)`` in a comparison of two
     runs, else ``Comparison``."""
     if not runs:
@@ -71,15 +71,15 @@ def _summary_lines(row: dict, frame: pd.DataFrame, top: int) -> list[str]:
     return lines
 
 
-def render_text(result: Result, top: int = TOP_CHANGES) -> str:
+def text(result: Result, top: int = TOP_CHANGES) -> str:
     """Return the console report: per pair of cycles the files compared, the count of each match type,
     the cycle time before and after, and (comparing two files) the `top` largest time changes; comparing
     two runs, the cycles left unpaired."""
     runs = _runs(result)
     lines = []
-    for row, frame in pair_frames(result):
+    for row, frame in _pair_frames(result):
         if runs:
-            lines.append(f"{sheet_title(row, runs)}: {row['base_file']} vs {row['new_file']}")
+            lines.append(f"{_pair_title(row, runs)}: {row['base_file']} vs {row['new_file']}")
         else:
             how = f"align, rotation {row['rotation']}" if result.summary["mode"] == "align" else "match"
             lines.append(f"{row['base_file']} vs {row['new_file']} ({how})")
@@ -97,10 +97,11 @@ def _cell(value_us: float) -> str:
     return duration(value_us * 1e3, "us", 3, label=False, group=False)
 
 
-def render_csv(frame: pd.DataFrame) -> str:
-    """Return one pair of cycles' kernel pairs as CSV text: the XLSX headers, durations in µs with 3
-    decimals, the change in percent with 2 (``NEW`` / ``REMOVED`` where one side is missing), empty cells
-    for the missing side."""
+def csv_text(result: Result) -> str:
+    """Return the kernel pairs of a comparison of two cycle tables as CSV text: the XLSX headers,
+    durations in µs with 3 decimals, the change in percent with 2 (``NEW`` / ``REMOVED`` where one side
+    is missing), empty cells for the missing side."""
+    ((_, frame),) = _pair_frames(result)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(HEADERS)
@@ -118,10 +119,9 @@ def render_csv(frame: pd.DataFrame) -> str:
     return buf.getvalue()
 
 
-def write_csv(path: str | os.PathLike, result: Result) -> None:
-    """Write the kernel pairs of a comparison of two cycle tables (:func:`render_csv`) to `path`, atomically."""
-    ((_, frame),) = pair_frames(result)
-    write_text(path, render_csv(frame))
+def write_csv(result: Result, path: str | os.PathLike) -> None:
+    """Write the kernel pairs of a comparison of two cycle tables (:func:`csv_text`) to `path`, atomically."""
+    write_text(path, csv_text(result))
 
 
 def sheet_name(name: str) -> str:
@@ -131,14 +131,14 @@ def sheet_name(name: str) -> str:
     return name.strip("'")[:31] or "Sheet"
 
 
-def summary_label(side: str, kernels: int, iterations: int, cycle_us: float) -> str:
+def _side_label(side: str, kernels: int, iterations: int, cycle_us: float) -> str:
     """Return the summary text of one side: ``Baseline: N kernels × I iters, X.X µs/cycle``."""
-    text = f"{side}: {kernels} kernels"
+    label = f"{side}: {kernels} kernels"
     if iterations > 0:
-        text += f" × {iterations} iters"
+        label += f" × {iterations} iters"
     if cycle_us > 0:
-        text += f", {duration(cycle_us * 1e3, 'us', 1, label=False, group=False)} µs/cycle"
-    return text
+        label += f", {duration(cycle_us * 1e3, 'us', 1, label=False, group=False)} µs/cycle"
+    return label
 
 
 def _styles(wb) -> dict:
@@ -174,9 +174,9 @@ def _write_change(ws, r: int, match_type: str, percent: float, styles: dict) -> 
 
 def _write_sheet(ws, styles: dict, row: dict, frame: pd.DataFrame) -> None:
     ws.write_row(0, 0, HEADERS, styles["header"])
-    ws.write_string(1, 0, summary_label("Baseline", row["base_kernels"], row["base_iterations"], row["base_cycle_us"]))
+    ws.write_string(1, 0, _side_label("Baseline", row["base_kernels"], row["base_iterations"], row["base_cycle_us"]))
     ws.write_number(1, 1, round(row["base_sum_us"], 3))
-    ws.write_string(1, 5, summary_label("New", row["new_kernels"], row["new_iterations"], row["new_cycle_us"]))
+    ws.write_string(1, 5, _side_label("New", row["new_kernels"], row["new_iterations"], row["new_cycle_us"]))
     ws.write_number(1, 6, round(row["new_sum_us"], 3))
     cycle_change = round(_percent(row["change_pct"]), 2)
     if np.isfinite(cycle_change):
@@ -202,7 +202,7 @@ def _write_sheet(ws, styles: dict, row: dict, frame: pd.DataFrame) -> None:
         ws.set_column(first, last, width)
 
 
-def write_xlsx(path: str | os.PathLike, result: Result) -> None:
+def write_xlsx(result: Result, path: str | os.PathLike) -> None:
     """Write one worksheet per pair of cycles of `result` to `path`, atomically: headers, a summary row
     (kernels, iterations and cycle time per side, change of cycle time), one row per kernel pair coloured
     by match type, the change column as a heat map; header frozen, autofilter on."""
@@ -210,14 +210,14 @@ def write_xlsx(path: str | os.PathLike, result: Result) -> None:
     from xlsxwriter.exceptions import FileCreateError
 
     runs = _runs(result)
-    sheets = pair_frames(result)
+    sheets = _pair_frames(result)
 
     def write(tmp: Path) -> None:
         wb = xlsxwriter.Workbook(str(tmp))
         try:
             styles = _styles(wb)
             for row, frame in sheets:
-                _write_sheet(wb.add_worksheet(sheet_name(sheet_title(row, runs))), styles, row, frame)
+                _write_sheet(wb.add_worksheet(sheet_name(_pair_title(row, runs))), styles, row, frame)
         finally:
             wb.close()
 

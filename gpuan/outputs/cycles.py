@@ -58,7 +58,7 @@ class _View:
         return self.instances.of(cycle["cycle"])["order_moved"]
 
 
-def output_files(result: Result, base: str | None) -> dict[str, tuple[str, int]]:
+def _csv_files(result: Result, base: str | None) -> dict[str, tuple[str, int]]:
     """Return the CSV files a ``-o BASE`` run writes: path -> (what it holds, in words: ``cycle <k>`` or the
     phase; the id of its row in ``cycles``), every distinct pattern (``BASE_cycle_<k>.csv``) or, in ``llm``
     mode, each phase (``BASE_<phase>.csv``); none without `base`."""
@@ -69,7 +69,7 @@ def output_files(result: Result, base: str | None) -> dict[str, tuple[str, int]]
     return {f"{base}_cycle_{p['k']}.csv": (f"cycle {p['k']}", p["cycle"]) for p in result["patterns"].to_pylist()}
 
 
-def _render_csv(view: _View, cycle: dict) -> str:
+def _csv_text(view: _View, cycle: dict) -> str:
     """Return the cycle CSV of one pattern: metadata rows, a blank line, header, one row per position."""
     total_us = float(cycle["total_busy_ns"]) / 1e3
     reps = cycle["repetitions"]
@@ -93,22 +93,26 @@ def _render_csv(view: _View, cycle: dict) -> str:
     return buf.getvalue()
 
 
-def render_csv(result: Result, cycle: int) -> str:
+def csv_text(result: Result, cycle: int) -> str:
     """Return the uplifter-layout cycle CSV of the pattern whose ``cycles`` id is `cycle`."""
     view = _View(result)
-    return _render_csv(view, view.cycles[cycle])
+    return _csv_text(view, view.cycles[cycle])
 
 
-def write_csvs(result: Result, files: dict[str, tuple[str, int]]) -> None:
-    """Write the cycle CSVs `files` (from :func:`output_files`), each atomically and announced with what it
-    holds; all are rendered before the first is written, so that a failure leaves no partial set."""
+def write_csvs(result: Result, base: str) -> list[str]:
+    """Write the cycle CSVs of `result` under `base` (``BASE_cycle_<k>.csv`` per distinct pattern, or
+    ``BASE_<phase>.csv`` per LLM phase), each atomically and announced with what it holds, and return
+    their paths (none where the trace holds no repetition). All are rendered before the first is
+    written, so that a failure leaves no partial set."""
+    files = _csv_files(result, base)
     view = _View(result)
-    texts = {path: _render_csv(view, view.cycles[cycle]) for path, (_, cycle) in files.items()}
-    for path, text in texts.items():
+    texts = {path: _csv_text(view, view.cycles[cycle]) for path, (_, cycle) in files.items()}
+    for path, csv_body in texts.items():
         what, cycle = files[path]
         row = view.cycles[cycle]
         detail = f"{what}: {row['length']:,} events x {row['repetitions']:,}, {view.label(row)}"
-        write_text(path, text, detail=detail)
+        write_text(path, csv_body, detail=detail)
+    return list(files)
 
 
 def _pattern_json(view: _View, cycle: dict) -> dict:
@@ -147,11 +151,11 @@ def _pattern_json(view: _View, cycle: dict) -> dict:
     return out
 
 
-def render_json(result: Result, trace: str, files: dict[str, tuple[str, int]]) -> str:
-    """Return the JSON report of `result` (for the trace named `trace`; `files`: the CSVs written, from
-    :func:`output_files`):
-    per sequence its segments with their cycle and sub-cycles in full, then the distinct patterns and
-    phases by reference, and the files."""
+def json_text(result: Result, trace: str, base: str | None = None) -> str:
+    """Return the JSON report of `result` (for the trace named `trace`; `base`: where :func:`write_csvs`
+    wrote the CSVs, if it did): per sequence its segments with their cycle and sub-cycles in full, then
+    the distinct patterns and phases by reference (each with its file), and the files."""
+    files = _csv_files(result, base)
     view = _View(result)
     out = {"trace": trace, "kind": view.summary["kind"], "sequences": []}  # the split is in each sequence's group
     for seq in view.sequences:
@@ -192,7 +196,7 @@ def _streams_and_order(view: _View, cycle: dict) -> str:
             f"(up to {moved.max():.1f}%)")  # fmt: skip
 
 
-def render_text(result: Result) -> str:
+def text(result: Result) -> str:
     """Return the console report: per sequence its segments, each with its outer cycle (size, busy and
     wall time per instance, the streams of a multi-stream one) and sub-cycles; then the LLM phases."""
     view = _View(result)

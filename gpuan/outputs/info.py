@@ -1,5 +1,5 @@
-"""What ``gpuan info`` shows of a trace's :func:`gpuan.info.analyse` Result: console tables, or one JSON
-document (times in ns)."""
+"""What ``gpuan info`` shows of a trace's :func:`gpuan.info.analyse` Result: the console report (rich
+tables, rendered to a string) and the JSON report (times in ns)."""
 
 from __future__ import annotations
 
@@ -37,42 +37,42 @@ def document(result: Result) -> dict[str, Any]:
     }
 
 
-def emit(result: Result, fmt: str = "text") -> None:
-    """Print the Result on stdout: as console tables (`fmt` "text") or as the JSON :func:`document`."""
-    if fmt == "json":
-        print(json.dumps(document(result), indent=2))
-    else:
-        print_text(result)
+def json_text(result: Result) -> str:
+    """Return the JSON report: the :func:`document`, indented by 2, with a closing newline."""
+    return json.dumps(document(result), indent=2) + "\n"
 
 
 def _device(device: dict) -> str:
     """A device as the text summary names it: index, name, and the ROCm agent id its events carry."""
-    text = f"{device['id']} {device['name'] or '(no name in the trace)'}"
+    named = f"{device['id']} {device['name'] or '(no name in the trace)'}"
     if device["rocm_agent"] is None:
-        return text
-    return text + f" (ROCm agent {device['rocm_agent']}: {device['mapped_by']})"
+        return named
+    return named + f" (ROCm agent {device['rocm_agent']}: {device['mapped_by']})"
 
 
-def print_text(result: Result) -> None:
-    """Print the Result as console tables: the header line, events per kind, devices, GPU streams and the
-    top kernels."""
+def text(result: Result, width: int | None = None) -> str:
+    """Return the console report: the header line and the tables of events per kind, devices, GPU streams
+    and the top kernels, laid out `width` columns wide (default: the console's own width, and its colours
+    when stdout is a terminal, so that printing the string shows what rich would have printed)."""
     from rich.console import Console
     from rich.markup import escape
 
     summary = result.summary
-    con = Console()
+    console = Console(width=width)
     ranks = ", ".join(str(rank) for rank in summary["ranks"]) or "-"
-    con.print(f"[bold]{summary['source']}[/bold]  ({summary['format']})")
     counts = f"events {summary['events']:,}   flows {summary['flows']:,}"
-    con.print(f"{counts}   ranks {ranks}   span {duration(summary['span_ns'])}")
-    con.print(_kinds_table(result))
-    devices = result["devices"].to_pylist()
-    if devices:
-        con.print(escape("devices: " + ", ".join(_device(device) for device in devices)))
-    if result["streams"].num_rows:
-        con.print(_streams_table(result))
-    if result["top_kernels"].num_rows:
-        con.print(_kernels_table(result, con.width))
+    with console.capture() as report:
+        console.print(f"[bold]{summary['source']}[/bold]  ({summary['format']})")
+        console.print(f"{counts}   ranks {ranks}   span {duration(summary['span_ns'])}")
+        console.print(_kinds_table(result))
+        devices = result["devices"].to_pylist()
+        if devices:
+            console.print(escape("devices: " + ", ".join(_device(device) for device in devices)))
+        if result["streams"].num_rows:
+            console.print(_streams_table(result))
+        if result["top_kernels"].num_rows:
+            console.print(_kernels_table(result, console.width))
+    return report.get()
 
 
 def _kinds_table(result: Result):

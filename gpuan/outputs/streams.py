@@ -1,5 +1,6 @@
-"""What ``gpuan streams`` shows of a :func:`gpuan.streams.analyse` Result: the text report, the JSON
-report, and the predicted timeline as Chrome-trace JSON (which Perfetto and chrome://tracing open)."""
+"""What ``gpuan streams`` shows and writes of a :func:`gpuan.streams.analyse` Result: the console report,
+the JSON report, and the predicted timeline as a Chrome-trace JSON file (which Perfetto and
+chrome://tracing open)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,10 @@ from gpuan.result import Result
 _time = partial(duration, unit="ms", places=3, group=False, below=(1e5, "us", 1))
 
 
-def emit(result: Result, fmt: str = "text", timeline: str | None = None) -> None:
-    """Write the predicted timeline to `timeline` as Chrome-trace JSON if given, then print the report on
-    stdout as text (`fmt` "text", naming that file) or as the JSON :func:`document`."""
-    if timeline:
-        write_text(timeline, chrome_json(result))
-    if fmt == "json":
-        print(json.dumps(document(result), indent=1, default=float))
-    else:
-        print(text(result, timeline))
-
-
 def text(result: Result, timeline: str | None = None) -> str:
-    """Return the text report: totals and speed-up, each stream's span, the range left by kernels without
-    launch sizes, the measured run where there is one, the timeline file `timeline`, and the parameters."""
+    """Return the console report: totals and speed-up, each stream's span, the range left by kernels
+    without launch sizes, the measured run where there is one, the timeline file `timeline` (where
+    :func:`write_timeline` wrote it), and the parameters."""
     summary = result.summary
     n, operations = summary["streams"], summary["single_stream_operations"]
     lines = [
@@ -58,7 +49,7 @@ def text(result: Result, timeline: str | None = None) -> str:
             lines.append(f"    measured stream {row['stream']}: {_time(row['start_ns'])} to {_time(row['end_ns'])}")
     if timeline:
         lines.append(f"  predicted timeline: {timeline} (open in https://ui.perfetto.dev)")
-    return "\n".join(lines + _parameters(summary["parameters"]))
+    return "".join(f"{line}\n" for line in lines + _parameters(summary["parameters"]))
 
 
 def _parameters(par: dict[str, Any]) -> list[str]:
@@ -113,6 +104,11 @@ def document(result: Result) -> dict[str, Any]:
     return out
 
 
+def json_text(result: Result) -> str:
+    """Return the JSON report: the :func:`document`, indented by 1, with a closing newline."""
+    return json.dumps(document(result), indent=1, default=float) + "\n"
+
+
 def chrome_trace(result: Result) -> dict[str, Any]:
     """Return the predicted timeline as a Chrome-trace document: one complete event (``ph: X``) per
     operation, one thread per predicted stream, times in microseconds, the parameters under ``otherData``."""
@@ -142,6 +138,6 @@ def chrome_trace(result: Result) -> dict[str, Any]:
     }
 
 
-def chrome_json(result: Result) -> str:
-    """Return :func:`chrome_trace` as compact JSON text."""
-    return json.dumps(chrome_trace(result), indent=None, separators=(",", ":"), default=float)
+def write_timeline(result: Result, path: str) -> None:
+    """Write the predicted timeline (:func:`chrome_trace`) to `path` as compact JSON, atomically."""
+    write_text(path, json.dumps(chrome_trace(result), indent=None, separators=(",", ":"), default=float))

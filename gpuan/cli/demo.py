@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
 from gpuan.cli.arguments import nonempty
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     p = sub.add_parser(
         "demo", help="generate a small sample trace, summarise it, find its cycles, score it (CPU if no GPU)"
     )
@@ -19,7 +21,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Write the sample trace and show what gpuan info, cycles and sol make of it; returns the exit code."""
     from gpuan.cli import cycles, info
     from gpuan.engine import current
     from gpuan.outputs.files import make_dir

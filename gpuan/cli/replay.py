@@ -12,7 +12,7 @@ from gpuan.cli.arguments import count, nonempty
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
-    from gpuan.outputs.replay import FORMATS
+    from gpuan.outputs.files import TABLE_FORMATS
     from gpuan.replay import ANALYSES, DEALS
 
     p = sub.add_parser(
@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--analysis", default=",".join(ANALYSES), metavar="LIST",
                    help=f"comma-separated, from: {', '.join(ANALYSES)} (default: all)")  # fmt: skip
     p.add_argument("-o", "--output", type=nonempty, metavar="OUT", help="directory to write the tables to")
-    p.add_argument("--table-format", choices=FORMATS, default="csv", help="format of the tables (default: csv)")
+    p.add_argument("--table-format", choices=TABLE_FORMATS, default="csv", help="format of the tables (default: csv)")
     p.add_argument("--html", type=nonempty, metavar="FILE.html", help="write the HTML view")
     p.add_argument("--deal", choices=DEALS, default="round-robin",
                    help="how ranks are shared among processes: rank r to process r %% P, or by file size")  # fmt: skip

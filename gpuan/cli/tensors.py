@@ -29,7 +29,8 @@ def _output_format(text: str) -> str:
     raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(OUTPUT_FORMATS)})")
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     from gpuan.outputs.files import TABLE_FORMATS
     from gpuan.trace.tensorlog.formats import FORMATS
 
@@ -75,7 +76,9 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Analyse the log against its model, write the tables and HTML report, print the report (or the
+    C header's path); returns the exit code (0; errors are raised)."""
     from gpuan.errors import UsageError
 
     if args.c_header:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuan.outputs.files import TABLE_FORMATS, write_frames, write_text
+from gpuan.outputs.files import write_frames, write_text
 from gpuan.outputs.numbers import duration
 from gpuan.replay.breakdown import CATEGORIES
 from gpuan.result import Result
 
-FORMATS = TABLE_FORMATS
 #: the per-rank table that JSON gives as a plain list (``clock_offsets_ns``), indexed by rank
 _OFFSETS = "clock_offsets"
 

@@ -67,7 +67,7 @@ def _run(args, procs) -> int:
         output.write_tables(result, args.output, args.table_format)
     if args.html:
         output.write_html(result, args.html)
-    print(output.json_text(result) if args.format == "json" else output.text(result, args.top))
+    print(output.json_text(result) if args.format == "json" else output.text(result, args.top), end="")
     return 0
 
 

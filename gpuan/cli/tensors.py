@@ -99,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
     html = args.html or (f"{args.output}/report.html" if args.output else None)
     if html:
         output.write_html(result, html)
-    print(output.json_text(result, args.top) if args.format == "json" else output.text(result, args.top))
+    print(output.json_text(result, args.top) if args.format == "json" else output.text(result, args.top), end="")
     return 0

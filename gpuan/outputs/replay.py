@@ -52,7 +52,7 @@ def text(result: Result, top: int = 5) -> str:
         lines.append(
             f"  clock offsets from collective completion: up to {_time(offsets[worst])} (rank {worst}), {applied}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _wait_lines(tables: dict) -> list[str]:
@@ -93,7 +93,7 @@ def json_text(result: Result) -> str:
     }
     document["clock_offsets_ns"] = result[_OFFSETS]["offset_ns"].to_pylist()
     document["last_to_finish"] = dict(result.summary["last_to_finish"])
-    return json.dumps(document, indent=1)
+    return json.dumps(document, indent=1) + "\n"
 
 
 def write_tables(result: Result, out: str | os.PathLike, fmt: str = "csv") -> list[Path]:

@@ -170,7 +170,7 @@ def text(result: Result, top: int = 10) -> str:
     lines = _header(result) + _coverage(result) + _listings(result, top) + ["checks"]
     for check in result.summary["checks"]:
         lines.append(f"  {'ok  ' if check['ok'] else 'WARN'} {check['check']}: {check_detail(check)}")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def json_text(result: Result, top: int = 10) -> str:
@@ -192,7 +192,7 @@ def json_text(result: Result, top: int = 10) -> str:
             {"check": check["check"], "ok": check["ok"], "detail": check_detail(check)} for check in summary["checks"]
         ],
     }
-    return json.dumps(out, indent=1, default=int)
+    return json.dumps(out, indent=1, default=int) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -53,3 +53,20 @@ def test_the_sample_trace_is_what_the_tour_says(tour):
     assert "H100" in devices["name"].iloc[0]
     assert 0.5 < results["sol"].summary["modelled_share"] <= 1.0
     assert results["streams"].summary["speedup"] >= 1.0
+
+
+def test_the_readme_python_block_runs(tmp_path, capsys):
+    # the front page's Python block, on the sample trace instead of the reader's own rank0.json.gz
+    import re
+
+    from gpuan.synth.kineto import sample_trace_path
+
+    readme = (TOUR.parents[1] / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    assert '"rank0.json.gz"' in code and ".show()" in code
+    code = code.replace('"rank0.json.gz"', repr(str(sample_trace_path(tmp_path))))
+    code = code.replace(".show()", ".to_html(include_plotlyjs=False)")
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["sol"].summary["modelled_share"] > 0.5 and scope["pred"].summary["speedup"] >= 1.0
+    assert "by layer type" in capsys.readouterr().out

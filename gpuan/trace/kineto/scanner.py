@@ -220,6 +220,17 @@ def _value_byte(c):
     )  # fmt: skip
 
 
+@njit(cache=True, inline="always")
+def _is_bracket(c):
+    return c == OPEN_OBJECT or c == OPEN_ARRAY or c == CLOSE_OBJECT or c == CLOSE_ARRAY
+
+
+@njit(cache=True, inline="always")
+def _nested(c, depth):
+    """Return the nesting depth after the bracket c (outside strings): one deeper after an opening one."""
+    return depth + 1 if c == OPEN_OBJECT or c == OPEN_ARRAY else depth - 1
+
+
 @njit(cache=True)
 def skip_value(buf, b64, pos, n):
     """Return the position just after the JSON value starting at pos, -1 if it runs past n, -2 if a byte
@@ -239,10 +250,8 @@ def skip_value(buf, b64, pos, n):
                     return -1
                 pos = e + 1
                 continue
-            if c == OPEN_OBJECT or c == OPEN_ARRAY:
-                depth += 1
-            elif c == CLOSE_OBJECT or c == CLOSE_ARRAY:
-                depth -= 1
+            if _is_bracket(c):
+                depth = _nested(c, depth)
                 if depth == 0:
                     return pos + 1
             elif not (_is_ws(c) or c == COMMA or c == COLON or _value_byte(c)):
@@ -605,6 +614,18 @@ def _parse_key(buf, b64, pos, n):
     return h, skip_ws(buf, p + 1, n)
 
 
+
+@njit(cache=True, inline="always")
+def _member_key(buf, b64, pos, n):
+    """pos is where an object's next member should start: return (hash of its key, position of its value),
+    or (0, -1) where no well-formed key stands there or its value would start past the buffer."""
+    if buf[pos] != QUOTE:
+        return np.uint64(0), -1
+    h, pos = _parse_key(buf, b64, pos, n)
+    if pos < 0 or pos >= n:
+        return h, -1
+    return h, pos
+
 # How an "args" value is kept (see _arg_target).
 SKIP, INT64, INT32, TEXT, JSON_TEXT, TRIPLE = range(6)
 
@@ -671,6 +692,23 @@ def _arg_target(h):
     return SKIP, 0
 
 
+@njit(cache=True, inline="always")
+def _next_member(buf, pos, n):
+    """After a member's value ends at `pos` (-1: it was malformed): return (the next member's position, 0),
+    or (just past the object's closing brace, 1), or (-1, 0) for malformed JSON or the end of the buffer."""
+    if pos < 0:
+        return -1, 0
+    pos = skip_ws(buf, pos, n)
+    if pos >= n:
+        return -1, 0
+    c = buf[pos]
+    if c == COMMA:
+        return skip_ws(buf, pos + 1, n), 0
+    if c == CLOSE_OBJECT:
+        return pos + 1, 1
+    return -1, 0
+
+
 @njit(cache=True)
 def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
@@ -686,10 +724,8 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
     if pos < n and buf[pos] == CLOSE_OBJECT:
         return pos + 1
     while pos < n:
-        if buf[pos] != QUOTE:
-            return -1
-        h, pos = _parse_key(buf, b64, pos, n)
-        if pos < 0 or pos >= n:
+        h, pos = _member_key(buf, b64, pos, n)
+        if pos < 0:
             return -1
         sid = NULL32
         how, col = _arg_target(h)
@@ -715,18 +751,9 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
             pos = skip_value(buf, b64, pos, n)
         if sid == -1:
             return -2
-        if pos < 0:
-            return -1
-        pos = skip_ws(buf, pos, n)
-        if pos >= n:
-            return -1
-        c = buf[pos]
-        if c == COMMA:
-            pos = skip_ws(buf, pos + 1, n)
-        elif c == CLOSE_OBJECT:
-            return pos + 1
-        else:
-            return -1
+        pos, closed = _next_member(buf, pos, n)
+        if pos < 0 or closed:
+            return pos
     return -1
 
 
@@ -753,10 +780,8 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
         o64[row, S_BAD] = -1  # {}: no phase
         return -3
     while pos < n:
-        if buf[pos] != QUOTE:
-            return -1
-        h, pos = _parse_key(buf, b64, pos, n)
-        if pos < 0 or pos >= n:
+        h, pos = _member_key(buf, b64, pos, n)
+        if pos < 0:
             return -1
         sid = NULL32
         col = -1  # the string column this key's value goes to, interned at the one call site below
@@ -806,21 +831,14 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
             o32[row, col] = sid
         if sid == -1:
             return -2
+        pos, closed = _next_member(buf, pos, n)
         if pos < 0:
             return -1
-        pos = skip_ws(buf, pos, n)
-        if pos >= n:
-            return -1
-        c = buf[pos]
-        if c == COMMA:
-            pos = skip_ws(buf, pos + 1, n)
-        elif c == CLOSE_OBJECT:
+        if closed:
             if o32[row, T_PH] == NULL32:
                 o64[row, S_BAD] = -1  # no phase: not an event of any kind
                 return -3
-            return pos + 1
-        else:
-            return -1
+            return pos
     return -1
 
 
@@ -951,10 +969,8 @@ def array_end(buf, pos, n, state):
             continue
         if c == QUOTE:
             in_string = 1
-        elif c == OPEN_ARRAY or c == OPEN_OBJECT:
-            depth += 1
-        elif c == CLOSE_ARRAY or c == CLOSE_OBJECT:
-            depth -= 1
+        elif _is_bracket(c):
+            depth = _nested(c, depth)
             if depth == 0:
                 return pos + 1
         pos += 1

@@ -248,25 +248,33 @@ def _time_axis(result: Result) -> np.ndarray:
     return np.arange(summary["time_bins"]) * span_ms / summary["time_bins"]
 
 
+def _figure(data, **layout):
+    """Return a plotly figure of `data` (a trace) with `layout` applied."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure(data)
+    figure.update_layout(**layout)
+    return figure
+
+
 def _hottest_and_curve(result: Result) -> list:
     """The hottest tensors (bars) and the hot/cold curve."""
     import plotly.graph_objects as go
 
     tensors, curve = result.to_pandas("tensors").head(40), result.to_pandas("hot_curve")
-    bars = go.Figure(
+    bars = _figure(
         go.Bar(
             x=tensors["name"],
             y=tensors["accesses"],
             marker_color="firebrick",
             customdata=tensors["bytes_accessed"],
             hovertemplate="%{x}<br>%{y:,} accesses<br>%{customdata:,} bytes",
-        )
+        ),
+        title="hottest tensors (accesses)",
+        xaxis_tickangle=-45,
     )
-    bars.update_layout(title="hottest tensors (accesses)", xaxis_tickangle=-45)
-    line = go.Figure(
-        go.Scatter(x=curve["file_share"] * 100, y=curve["access_share"] * 100, mode="lines", text=curve["unit"])
-    )
-    line.update_layout(
+    line = _figure(
+        go.Scatter(x=curve["file_share"] * 100, y=curve["access_share"] * 100, mode="lines", text=curve["unit"]),
         title="hot/cold: % of accesses against % of the file, hottest first",
         xaxis_title="% of the model's data section",
         yaxis_title="% of accesses",
@@ -286,16 +294,14 @@ def _token_layer(result: Result) -> list:
     grid[cells["token"].to_numpy(), cells["layer"].to_numpy() + 1] = cells["bytes_accessed"].to_numpy()
     step = max(1, -(-shape[0] // 1000))
     binned = np.add.reduceat(grid, np.arange(0, shape[0], step), axis=0) if step > 1 else grid
-    fig = go.Figure(
+    fig = _figure(
         go.Heatmap(
             z=binned.T.astype(np.float32),
             x=np.arange(0, shape[0], step),
             y=np.arange(shape[1]) - 1,
             colorscale="Viridis",
             colorbar_title="bytes",
-        )
-    )
-    fig.update_layout(
+        ),
         title=f"bytes read per token and layer (layer -1: none; {step} token(s) per column)",
         xaxis_title="token",
         yaxis_title="layer",
@@ -310,7 +316,7 @@ def _offset_timeline(result: Result) -> list:
     summary = result.summary
     bins = (summary["time_bins"], summary["offset_bins"])
     grid = _dense(result.to_pandas("time_offset"), "time_bin", "offset_bin", "accesses", bins)
-    fig = go.Figure(
+    fig = _figure(
         go.Heatmap(
             z=np.log1p(grid.T.astype(np.float32)),
             x=_time_axis(result),
@@ -318,9 +324,11 @@ def _offset_timeline(result: Result) -> list:
             colorscale="Hot",
             reversescale=True,
             colorbar_title="log(1+accesses)",
-        )
+        ),
+        title="file-offset timeline (pre-binned)",
+        xaxis_title="ms",
+        yaxis_title="file offset (MB)",
     )
-    fig.update_layout(title="file-offset timeline (pre-binned)", xaxis_title="ms", yaxis_title="file offset (MB)")
     return [fig]
 
 
@@ -336,16 +344,14 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
     x = (sample["ts_ns"].to_numpy()[in_file] / 1e6).astype(np.float32)
     y = (sample["offset"].to_numpy()[in_file] / 1e6).astype(np.float32)
     layer = sample["layer"].to_numpy()[in_file]
-    scatter = go.Figure(
+    scatter = _figure(
         go.Scattergl(
             x=x,
             y=y,
             mode="markers",
             marker=dict(size=3, color=layer, colorscale="Turbo", colorbar_title="layer"),
             name="accesses",
-        )
-    )
-    scatter.update_layout(
+        ),
         title=f"file-offset timeline, {int(in_file.sum()):,} sampled accesses coloured by layer (WebGL)",
         xaxis_title="ms",
         yaxis_title="file offset (MB)",
@@ -353,16 +359,14 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
     in_file_count = int(in_file.sum())
     limit = min(max_points_3d or result.summary["max_points"], MAX_POINTS_3D)
     pick = np.linspace(0, in_file_count - 1, min(in_file_count, limit)).astype(np.int64)
-    cloud = go.Figure(
+    cloud = _figure(
         go.Scatter3d(
             x=x[pick],
             y=layer[pick].astype(np.float32),
             z=y[pick],
             mode="markers",
             marker=dict(size=1.5, color=layer[pick], colorscale="Turbo"),
-        )
-    )
-    cloud.update_layout(
+        ),
         title=f"time x layer x file offset ({len(pick):,} sampled accesses)",
         scene=dict(xaxis_title="ms", yaxis_title="layer", zaxis_title="offset (MB)"),
     )
@@ -376,16 +380,18 @@ def _threads(result: Result) -> list:
     cells = result.to_pandas("thread_time")
     rows = int(cells["thread"].max()) + 1 if len(cells) else 1
     grid = _dense(cells, "thread", "time_bin", "accesses", (rows, result.summary["time_bins"]))
-    fig = go.Figure(
+    fig = _figure(
         go.Heatmap(
             z=grid.astype(np.float64),
             x=_time_axis(result),
             y=np.arange(rows),
             colorscale="Blues",
             colorbar_title="accesses",
-        )
+        ),
+        title="thread utilisation over time (accesses per bin)",
+        xaxis_title="ms",
+        yaxis_title="thread",
     )
-    fig.update_layout(title="thread utilisation over time (accesses per bin)", xaxis_title="ms", yaxis_title="thread")
     return [fig]
 
 
@@ -397,13 +403,15 @@ def _experts(result: Result) -> list:
     if not len(experts):
         return []
     grid = experts.pivot_table(index="layer", columns="expert", values="accesses", fill_value=0)
-    heat = go.Figure(
-        go.Heatmap(z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", colorbar_title="accesses")
+    heat = _figure(
+        go.Heatmap(z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", colorbar_title="accesses"),
+        title="MoE expert activation (layer x expert)",
+        xaxis_title="expert",
+        yaxis_title="layer",
     )
-    heat.update_layout(title="MoE expert activation (layer x expert)", xaxis_title="expert", yaxis_title="layer")
     reuse = result.to_pandas("expert_reuse").groupby("layer")["reuse"].mean()
-    bars = go.Figure(go.Bar(x=reuse.index, y=reuse.values * 100))
-    bars.update_layout(
+    bars = _figure(
+        go.Bar(x=reuse.index, y=reuse.values * 100),
         title="expert reuse between consecutive tokens (% of a token's experts the previous token used)",
         xaxis_title="layer",
         yaxis_title="%",
@@ -416,14 +424,14 @@ def _bytes_over_time(result: Result) -> list:
     import plotly.graph_objects as go
 
     timeline, axis = result.to_pandas("timeline"), _time_axis(result)
-    fig = go.Figure(
+    fig = _figure(
         [
             go.Scatter(x=axis, y=timeline["weight_bytes"].to_numpy(), name="weights", stackgroup="kind"),
             go.Scatter(x=axis, y=timeline["intermediate_bytes"].to_numpy(), name="intermediates", stackgroup="kind"),
-        ]
-    )
-    fig.update_layout(
-        title="bytes read over time: parameters against intermediates", xaxis_title="ms", yaxis_title="bytes"
+        ],
+        title="bytes read over time: parameters against intermediates",
+        xaxis_title="ms",
+        yaxis_title="bytes",
     )
     return [fig]
 
@@ -435,13 +443,15 @@ def _buffers(result: Result) -> list:
     if "buffer_memory" not in result.tables or not result.tables["buffer_memory"].num_rows:
         return []
     memory = result.to_pandas("buffer_memory")
-    fig = go.Figure(
+    fig = _figure(
         [
             go.Scatter(x=events["timestamp_ms"], y=events["bytes_in_use"], name=str(backend), line_shape="hv")
             for backend, events in memory.groupby("backend")
-        ]
+        ],
+        title="buffer memory in use per backend",
+        xaxis_title="ms",
+        yaxis_title="bytes",
     )
-    fig.update_layout(title="buffer memory in use per backend", xaxis_title="ms", yaxis_title="bytes")
     return [fig]
 
 

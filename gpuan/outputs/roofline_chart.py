@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpuan.outputs.files import replace_atomic
+from gpuan.outputs.numbers import duration
 from gpuan.outputs.sol import efficiency_text
 from gpuan.result import Result
 from gpuan.sol.sections import frame
@@ -33,7 +34,7 @@ def figure(result: Result) -> go.Figure:
     for category in sorted(df["category"].unique()):
         sel = df["category"] == category
         text = [
-            f"{n}<br>{d}<br>phase {p}<br>{m / 1e3:,.1f} us measured, efficiency {efficiency_text(e)}"
+            f"{n}<br>{d}<br>phase {p}<br>{duration(m, 'us', 1)} measured, efficiency {efficiency_text(e)}"
             for n, d, p, m, e in zip(df["name"][sel], df["input_dims"][sel], df["phase"][sel],
                                      df["measured_ns"][sel], df["efficiency"][sel])
         ]  # fmt: skip

@@ -60,9 +60,28 @@ def test_selection(monkeypatch):
 def test_gpu_request_without_gpu_is_an_error(monkeypatch):
     if engine.gpu_available():
         pytest.skip("a GPU is present")
-    with pytest.raises(engine.EngineError, match="no GPU"):
-        engine.select("gpu")
+    monkeypatch.delenv("GPUAN_DEVICE", raising=False)
+    try:
+        with pytest.raises(engine.EngineError, match="^--device gpu: no GPU here"):
+            engine.select("gpu")
+    finally:
+        engine.select(None)
+
+
+def test_gpu_request_from_the_environment_names_the_variable(monkeypatch):
+    if engine.gpu_available():
+        pytest.skip("a GPU is present")
     engine.select(None)
+    monkeypatch.setenv("GPUAN_DEVICE", "gpu")
+    with pytest.raises(engine.EngineError, match="^GPUAN_DEVICE=gpu: no GPU here"):
+        engine.current()
+    # the command line wins over the environment, and so does its wording
+    try:
+        with pytest.raises(engine.EngineError, match="^--device gpu: no GPU here"):
+            engine.select("gpu")
+    finally:
+        monkeypatch.delenv("GPUAN_DEVICE")
+        engine.select(None)
 
 
 def test_columns_come_out_with_null_sentinels(data_dir):

@@ -21,7 +21,8 @@ CHOICES = ("auto", "cpu", "gpu")
 
 
 class EngineError(UsageError):
-    """The requested engine cannot run here (e.g. ``--device gpu`` without a GPU), or is not one."""
+    """The requested engine cannot run here (e.g. ``--device gpu`` or ``GPUAN_DEVICE=gpu`` without a GPU), or is
+    not one."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def current() -> Engine:
     choice = _selected or os.environ.get("GPUAN_DEVICE", "auto").lower()
     if choice not in CHOICES:
         raise EngineError(f"GPUAN_DEVICE={choice!r} is not one of {', '.join(CHOICES)}")
-    return _named(choice, asked_by="--device gpu")
+    # name the setting the user actually made, so that an error points at the command line or the environment
+    return _named(choice, asked_by="--device gpu" if _selected else "GPUAN_DEVICE=gpu")
 
 
 def _named(choice: str, asked_by: str) -> Engine:

@@ -10,7 +10,8 @@ import pytest
 
 import gpuan.sol
 from gpuan.cli import main
-from gpuan.devices.ceilings import Ceilings, read_ceilings
+from gpuan.devices.ceilings import read_ceilings
+from gpuan.devices.model import Ceilings
 from gpuan.errors import TraceError, UsageError
 from gpuan.outputs import sol as report
 from gpuan.result import Result

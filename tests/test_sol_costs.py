@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from gpuan import devices
-from gpuan.sol.costs import Call, causal_pairs, cost
+from gpuan.sol.costs import MODELS, Call, causal_pairs, cost
 from gpuan.sol.roofs import datasheet, peak_key
-from gpuan.sol.schemas import SIGNATURES, generate, modelled_names, outputs
+from gpuan.sol.schemas import SIGNATURES, generate, outputs
 from gpuan.sol.score import BOUNDS, LATENCY_NS, efficiency, roofline
 
 F32, BF16 = "float", "c10::BFloat16"
@@ -255,6 +255,11 @@ def test_out_variant_counts_its_output_once():
     # clamp_min.out(self, min, out=self) behind relu_: read once, write once
     got = c("aten::clamp_min", [[32, 256, 14, 14], [], [32, 256, 14, 14]], [F32, "Int", F32])
     assert got.bytes == 2 * 32 * 256 * 14 * 14 * 4
+
+
+def modelled_names() -> list[str]:
+    """Return the ``aten::`` names of every operator the cost model knows, plain and in-place."""
+    return [f"aten::{k}{suffix}" for k in MODELS for suffix in ("", "_")]
 
 
 def test_signature_table_is_pytorchs():

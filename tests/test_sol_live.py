@@ -12,7 +12,7 @@ nn, F = torch.nn, torch.nn.functional
 
 from gpuan.capture.live import Tracker  # noqa: E402
 from gpuan.devices.calibrate import measure_cpu  # noqa: E402
-from gpuan.devices.ceilings import Ceilings  # noqa: E402
+from gpuan.devices.model import Ceilings  # noqa: E402
 from gpuan.errors import UsageError  # noqa: E402
 from gpuan.sol.roofs import Roofs  # noqa: E402
 

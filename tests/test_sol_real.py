@@ -74,7 +74,7 @@ def test_kernels_link_to_the_ops_the_raw_json_names(data_dir, name):
 )
 def test_scores_are_never_above_one(data_dir, capsys, name, device):
     path = str(data_dir / "kineto" / f"{name}.json.gz")
-    scored = score(load(path), device)
+    scored = score(load(path), gpu=device)
     ops = scored.ops.to_pandas()
     modelled = ops[~ops.model_missing]
     assert len(modelled) > 10
@@ -102,7 +102,7 @@ def test_mi250_gemms_are_matrix_core_fp32(data_dir):
 
 def test_tf32_kernels_switch_fp32_gemms_to_tensor_cores(data_dir):
     # the A100 job ran FP32 GEMMs on cutlass tensorop_s1688 (TF32) kernels
-    ops = score(load(str(data_dir / "kineto/sampled_128rank_rank0.json.gz")), "A100").ops.to_pandas()
+    ops = score(load(str(data_dir / "kineto/sampled_128rank_rank0.json.gz")), gpu="A100").ops.to_pandas()
     mm = ops[(ops.category == "gemm") & (ops.dtype == "fp32")]
     assert len(mm) > 100 and set(mm.peak) == {"tensor:tf32"}
 
@@ -205,8 +205,8 @@ def test_gpu_scoring_agrees_with_cpu(data_dir):
     if not engine.gpu_available():
         pytest.skip("no GPU here (CuPy absent or no CUDA device): the GPU twin runs on the GPU machine")
     trace = load(str(data_dir / "kineto/sampled_128rank_rank0.json.gz"))
-    cpu = score(trace, "A100", engine=engine.CPU).ops
-    gpu = score(trace, "A100", engine=engine.select("gpu")).ops
+    cpu = score(trace, gpu="A100", engine=engine.CPU).ops
+    gpu = score(trace, gpu="A100", engine=engine.select("gpu")).ops
     for col in ("flops", "bytes", "estimated_ns", "efficiency"):
         np.testing.assert_allclose(gpu[col].to_numpy(), cpu[col].to_numpy(), rtol=1e-12, equal_nan=True)
 

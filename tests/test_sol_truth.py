@@ -48,7 +48,7 @@ def scored_with_device(path: str):
     try:
         return score(trace)
     except TraceError:
-        return score(trace, "A100")
+        return score(trace, gpu="A100")
 
 
 # --- out= variants ------------------------------------------------------------------------------------

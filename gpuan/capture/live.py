@@ -30,7 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan import devices
-from gpuan.devices.ceilings import CPU, Ceilings, read_ceilings
+from gpuan.devices.ceilings import read_ceilings
+from gpuan.devices.model import CPU, Ceilings
 from gpuan.errors import UsageError
 from gpuan.result import Result
 from gpuan.sol.roofs import Roofs, datasheet, measured

@@ -3,10 +3,13 @@ ceilings of this machine."""
 
 from __future__ import annotations
 
+import argparse
+
 from gpuan.cli.arguments import count, nonempty
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``gpuan sol`` and its options to the subcommands `sub`; returns nothing."""
     p = sub.add_parser(
         "sol", help="roofline / speed-of-light score of every op (or: gpuan sol calibrate)",
         description="Score every op of TRACE against the GPU's roofs; 'gpuan sol calibrate [--cpu]' measures "
@@ -43,35 +46,39 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run ``gpuan sol`` (or ``gpuan sol calibrate``) with the parsed `args`; returns the exit code."""
     if args.trace == "calibrate":
         return _calibrate(args)
     from gpuan.cli.loading import load_trace
     from gpuan.devices.ceilings import read_ceilings
-    from gpuan.outputs import sol as report
+    from gpuan.errors import UsageError
+    from gpuan.outputs import sol as output
     from gpuan.sol import analyse
+    from gpuan.sol.analysis import LOST_ROWS
 
-    if args.output:
-        report.check_table_path(args.output)
-    trace = load_trace(args.trace)
-    # the ceilings file is read only where it is used: --cpu roofs are always measured ones
+    # --cpu roofs are always measured ones; datasheet roofs read no ceilings file
     measured = args.cpu or args.ceilings == "measured"
-    ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
-    result = analyse(
-        trace, gpu=args.gpu, cpu=args.cpu, ceilings=ceilings, tf32=args.tf32,
-        top=max(args.top, report.XLSX_LOST_ROWS),
-    )  # fmt: skip
+    if args.ceilings_file and not measured:
+        raise UsageError("--ceilings-file needs --ceilings measured or --cpu")
     if args.output:
-        report.write_table(result, args.output)
+        output.check_table_path(args.output)
+    trace = load_trace(args.trace)
+    ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
+    # the lost-time table holds at least the rows the XLSX "top lost" sheet shows
+    result = analyse(trace, gpu=args.gpu, cpu=args.cpu, ceilings=ceilings, tf32=args.tf32, top=max(args.top, LOST_ROWS))
+    if args.output:
+        output.write_table(result, args.output)
     if args.html:
         from gpuan.outputs.roofline_chart import write_html
 
         write_html(result, args.html)
-    print(report.json_text(result) if args.format == "json" else report.text(result, top=args.top), end="")
+    print(output.json_text(result) if args.format == "json" else output.text(result, top=args.top), end="")
     return 0
 
 
-def _calibrate(args) -> int:
+def _calibrate(args: argparse.Namespace) -> int:
+    """Measure this machine's ceilings (``gpuan sol calibrate``), save and print them; returns the exit code."""
     from gpuan.devices.calibrate import calibrate
     from gpuan.outputs.sol import calibration_text
 

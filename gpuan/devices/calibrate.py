@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuan.devices.ceilings import CPU, ceilings_path, read_ceilings
+from gpuan.devices.ceilings import ceilings_path, read_ceilings
+from gpuan.devices.model import CPU
 from gpuan.errors import UsageError
 from gpuan.outputs.files import make_dir, write_text
 

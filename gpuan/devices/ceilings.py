@@ -4,33 +4,18 @@ device name (``"cpu"`` for this machine's CPU), kept at ``$GPUAN_CEILINGS`` or
 hardware facts roofline scoring takes.
 
 Scoring never reads this file: :func:`read_ceilings` loads it (the command, the live tracker or a notebook
-call it) and hands the :class:`Ceilings` to :func:`gpuan.sol.analyse` as its ``ceilings``."""
+call it) and hands the :class:`gpuan.devices.model.Ceilings` to :func:`gpuan.sol.analyse` as its ``ceilings``."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from gpuan.devices.model import Ceilings
 from gpuan.errors import UsageError
 
-#: the device name under which ``gpuan sol calibrate --cpu`` saves this machine's CPU ceilings
-CPU = "cpu"
-
 ENVIRONMENT = "GPUAN_CEILINGS"
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    """A loaded ceilings file: ``by_device``, the saved ceilings by device name (empty where there is no file
-    yet); ``path``, the file (None for ceilings made in code); ``named_by``, how the user named it
-    (``--ceilings-file F``, ``GPUAN_CEILINGS=F`` or the default path), which messages about it quote."""
-
-    by_device: dict[str, dict[str, Any]] = field(default_factory=dict)
-    path: Path | None = None
-    named_by: str = "the ceilings given"
 
 
 def ceilings_path(path: str | os.PathLike | None = None) -> Path:

@@ -1,10 +1,15 @@
-"""What a GPU entry holds (:class:`GPU`) and the facts shared by every part of one architecture: per-SM
-limits by compute capability / gfx target, host-link rates, and how rates are written."""
+"""What a GPU entry holds (:class:`GPU`), what a loaded ceilings file holds (:class:`Ceilings`), and the
+facts shared by every part of one architecture: per-SM limits by compute capability / gfx target, host-link
+rates, and how rates are written."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+#: the device name under which ``gpuan sol calibrate --cpu`` saves this machine's CPU ceilings
+CPU = "cpu"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,18 @@ class GPU:
     vendor: str = "NVIDIA"
     arch: str = ""
     segment: str = "data centre"
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """A loaded ceilings file (:func:`gpuan.devices.ceilings.read_ceilings` reads it): ``by_device``, the
+    saved ceilings by device name (empty where there is no file yet); ``path``, the file (None for ceilings
+    made in code); ``named_by``, how the user named it (``--ceilings-file F``, ``GPUAN_CEILINGS=F`` or the
+    default path), which messages about it quote."""
+
+    by_device: dict[str, dict[str, Any]] = field(default_factory=dict)
+    path: Path | None = None
+    named_by: str = "the ceilings given"
 
 
 def peaks(**tflops: float) -> dict[str, float]:

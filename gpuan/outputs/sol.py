@@ -17,6 +17,7 @@ from gpuan.errors import UsageError
 from gpuan.outputs.files import replace_atomic
 from gpuan.outputs.numbers import duration
 from gpuan.result import Result
+from gpuan.sol.analysis import LOST_ROWS
 from gpuan.sol.sections import SECTION_COLUMNS, TOTALS, frame
 
 #: the per-op table's columns, in the order files get them
@@ -25,8 +26,6 @@ TABLE_COLUMNS = [
     "intensity", "estimated_ns", "measured_ns", "kernels", "bound", "efficiency", "model_error", "lost_ns",
 ]  # fmt: skip
 TABLE_SUFFIXES = (".csv", ".parquet", ".xlsx")
-#: rows of the XLSX "top lost" sheet (the Result's ``lost_time`` must hold at least as many)
-XLSX_LOST_ROWS = 50
 
 
 def efficiency_text(value: float) -> str:
@@ -178,7 +177,7 @@ def _xlsx(result: Result, path: Path) -> None:
         section_frame(result, "by_layer_type").to_excel(book, sheet_name="by layer type")
         section_frame(result, "by_function").to_excel(book, sheet_name="by function")
         section_frame(result, "by_phase").to_excel(book, sheet_name="by phase")
-        result.to_pandas("lost_time").head(XLSX_LOST_ROWS).to_excel(book, sheet_name="top lost", index=False)
+        result.to_pandas("lost_time").head(LOST_ROWS).to_excel(book, sheet_name="top lost", index=False)
         frame(result["ops"])[TABLE_COLUMNS].to_excel(book, sheet_name="ops", index=False)
 
 

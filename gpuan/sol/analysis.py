@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from gpuan.devices.ceilings import Ceilings
+from gpuan.devices.model import Ceilings
 from gpuan.engine import Engine
 from gpuan.result import Result
 from gpuan.sol.score import score
 from gpuan.sol.sections import result
 from gpuan.trace.table import Trace
 
-#: rows of the ``lost_time`` table by default (the XLSX output's "top lost" sheet shows as many)
+#: rows of the ``lost_time`` table by default; the XLSX output's "top lost" sheet shows as many, so
+#: ``gpuan sol`` asks for at least these
 LOST_ROWS = 50
 
 
@@ -32,5 +33,5 @@ def analyse(
     trace: ``ceilings=gpuan.devices.ceilings.read_ceilings()`` (the file of ``$GPUAN_CEILINGS`` or
     ``~/.cache/gpuan/ceilings.json``; or pass a path); `cpu` needs them. `tf32` scores FP32 matrix ops
     against TF32 tensor cores; `engine`: None, "cpu", "gpu", "auto" or an Engine."""
-    scored = score(trace, gpu, cpu=cpu, ceilings=ceilings, tf32=tf32, engine=engine)
+    scored = score(trace, gpu=gpu, cpu=cpu, ceilings=ceilings, tf32=tf32, engine=engine)
     return result(scored, top)

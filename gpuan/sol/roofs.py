@@ -1,6 +1,6 @@
 """The roofs an op is scored against: peak arithmetic rates per (unit, dtype) and memory bandwidth, from the
 datasheet table (:mod:`gpuan.devices`) or measured by ``gpuan sol calibrate`` and saved in the ceilings file.
-Scoring is handed that file loaded (a :class:`gpuan.devices.ceilings.Ceilings`, read by the command, the
+Scoring is handed that file loaded (a :class:`gpuan.devices.model.Ceilings`, read by the command, the
 live tracker or the caller), like its trace: it reads no file and no environment variable itself.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuan import devices
-from gpuan.devices.ceilings import CPU, Ceilings
+from gpuan.devices.model import CPU, Ceilings
 from gpuan.errors import TraceError, UsageError
 from gpuan.sol.costs import MATRIX_CATEGORIES
 
@@ -87,7 +87,10 @@ def roofs_for(
     if gpu is not None and cpu:
         raise UsageError("--gpu and --cpu: score against one of them, not both")
     if gpu is not None and gpu.strip().lower() == CPU:
-        raise UsageError("--gpu cpu: a CPU is not a GPU; pass --cpu to score against this machine's calibrated CPU")
+        raise UsageError(
+            "gpu='cpu' (--gpu cpu): a CPU is not a GPU; pass cpu=True (--cpu) to score against this machine's"
+            " calibrated CPU"
+        )
     if cpu:
         if not isinstance(ceilings, Ceilings):
             raise UsageError(

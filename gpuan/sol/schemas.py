@@ -235,7 +235,9 @@ def functional(name: str, dims: list, types: list, concrete: list) -> tuple[list
 
 def generate(names: Iterable[str]) -> dict[str, str]:
     """Return :data:`SIGNATURES` for the operators `names` (``aten::x``) from the installed PyTorch's
-    schemas (PyTorch is needed only here)."""
+    schemas (PyTorch is needed only here). This is how the table is regenerated on a new PyTorch:
+    ``tests/test_sol_costs.py`` calls it with every operator the cost model knows and, where the result
+    differs from :data:`SIGNATURES`, prints the lines to paste into this module."""
     import torch
 
     def kind(a) -> str:
@@ -253,10 +255,3 @@ def generate(names: Iterable[str]) -> dict[str, str]:
         if any(c in _OUT for s in signatures for c in s):
             out[name] = " ".join(signatures)
     return out
-
-
-def modelled_names() -> list[str]:
-    """Return the ``aten::`` names of every operator the cost model knows, plain and in-place."""
-    from gpuan.sol.costs import MODELS
-
-    return [f"aten::{k}{suffix}" for k in MODELS for suffix in ("", "_")]

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.devices.ceilings import Ceilings
+from gpuan.devices.model import Ceilings
 from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
 from gpuan.sol.costs import CATEGORIES, Call, Cost, cost
@@ -108,8 +108,8 @@ class Scored:
 
 def score(
     trace: Trace,
-    gpu: str | None = None,
     *,
+    gpu: str | None = None,
     cpu: bool = False,
     ceilings: str | Ceilings = "datasheet",
     tf32: bool = False,

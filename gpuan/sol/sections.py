@@ -20,8 +20,6 @@ TOTALS = (
     "device", "ceilings", "ops", "modelled_ops", "busy_ms", "op_ms", "overlap_ms", "shares_of", "modelled_share",
     "l2_ops", "estimated_ms", "model_errors",
 )  # fmt: skip
-#: the result's section tables and the op column each is grouped by
-SECTIONS = {"by_layer_type": "layer", "by_function": "name", "by_phase": "phase"}
 
 
 def frame(ops: pa.Table) -> pd.DataFrame:

@@ -169,6 +169,8 @@ def test_outputs(data_dir, tmp_path, capsys):
         ("kineto/mi250_minitoy_train_rocm.json.gz", ["--gpu", "H100", "--cpu"], "--gpu and --cpu"),
         ("kineto/mi250_minitoy_train_rocm.json.gz", ["--ceilings", "measured", "--ceilings-file", "{tmp}/none.json"],
          "no measured ceilings for 'MI250 GCD / MI210'"),
+        ("kineto/mi250_minitoy_train_rocm.json.gz", ["--ceilings-file", "{tmp}/c.json"],
+         "--ceilings-file needs --ceilings measured or --cpu"),
         ("kineto/mi250_minitoy_train_rocm.json.gz", ["-o", "{tmp}/ops.txt"], "-o {tmp}/ops.txt: unknown table format"),
     ],
 )  # fmt: skip

@@ -87,10 +87,7 @@ def roofs_for(
     if gpu is not None and cpu:
         raise UsageError("--gpu and --cpu: score against one of them, not both")
     if gpu is not None and gpu.strip().lower() == CPU:
-        raise UsageError(
-            "gpu='cpu' (--gpu cpu): a CPU is not a GPU; pass cpu=True (--cpu) to score against this machine's"
-            " calibrated CPU"
-        )
+        raise UsageError("--gpu cpu: a CPU is not a GPU; pass --cpu to score against this machine's calibrated CPU")
     if cpu:
         if not isinstance(ceilings, Ceilings):
             raise UsageError(

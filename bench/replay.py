@@ -28,12 +28,12 @@ def child(run_dir: str, exchange_records: int) -> None:
     """Inside mpiexec: replay, then time the typed-vs-pickled exchange; process 0 prints one JSON line."""
     import numpy as np
 
+    from gpuan.engine.procs import from_launcher
     from gpuan.replay import analyse
     from gpuan.replay.comms import CALL
-    from gpuan.replay.procs import procs
     from gpuan.trace.ranks import load_run
 
-    me = procs()
+    me = from_launcher()
     # every process lists the run itself: reading a few Parquet footers costs next to nothing
     r = analyse(load_run(run_dir), procs=me)
     recs = np.zeros(exchange_records, CALL)
@@ -53,7 +53,7 @@ def child(run_dir: str, exchange_records: int) -> None:
     times = me.allgather_small({"typed": typed, "pickled": pickled})
     if me.is_root:
         tables = {name: frame.to_json(orient="records") for name, frame in r.to_pandas().items()}
-        print(json.dumps({"timings": r.summary["timings"], "exchange": times, "tables": tables}))
+        print(json.dumps({"timings": r.summary["diagnostics"]["per_process"], "exchange": times, "tables": tables}))
 
 
 def _run_child(n: int | None, run_dir: Path, records: int) -> tuple[dict, float]:

@@ -10,8 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from gpuan.errors import UsageError
-from gpuan.replay import ANALYSES, analyse
+from gpuan.engine.procs import Procs, from_launcher
+from gpuan.errors import TraceError, UsageError
+from gpuan.replay import REPORTS, analyse
 from gpuan.result import Result
 from gpuan.trace.inputs import RankSource, RunSources
 from gpuan.trace.ranks import load_run
@@ -58,9 +59,10 @@ def test_analyse_returns_arrow_tables_and_a_json_summary(gloo, data_dir):
     assert gloo["clock_offsets"].column_names == ["rank", "offset_ns"]
     s = gloo.summary
     assert s["source"] == str(data_dir / GLOO) and s["ranks"] == [0, 1, 2, 3] and s["processes"] == 1
-    assert s["analyses"] == list(ANALYSES) and s["clocks_aligned"] is False
+    assert s["analyses"] == list(REPORTS) and s["clocks_aligned"] is False
     assert s["last_to_finish"]["rank"] in (0, 1, 2, 3) and s["last_to_finish"]["end_ns"] > 0
-    assert {"read", "extract", "exchange", "analyse", "total", "events"} <= set(s["timings"][0])
+    (process,) = s["diagnostics"]["per_process"]
+    assert {"read", "extract", "exchange", "analyse", "total", "events"} <= set(process)
     json.dumps(s)  # the summary is plain data
 
 
@@ -89,3 +91,34 @@ def test_chosen_analyses_only(gloo_sources):
 def test_a_bad_option_is_a_usage_error(gloo_sources, options, words):
     with pytest.raises(UsageError, match=words):
         analyse(gloo_sources, **options)
+
+
+def test_analyse_is_one_process_whatever_the_environment(gloo_sources, monkeypatch):
+    # only the command line asks the environment for MPI (from_launcher): a bad GPUAN_MPI stops it ...
+    monkeypatch.setenv("GPUAN_MPI", "yes")
+    with pytest.raises(UsageError, match="GPUAN_MPI"):
+        from_launcher()
+    # ... while analyse, handed no processes, runs them all here without looking
+    assert analyse(gloo_sources, analyses=("stragglers",)).summary["processes"] == 1
+
+
+def test_from_launcher_without_a_launcher_is_one_process(monkeypatch):
+    monkeypatch.setenv("GPUAN_MPI", "0")
+    assert from_launcher() == Procs()
+
+
+def test_analyse_is_deterministic_but_for_its_diagnostics(gloo_sources, gloo):
+    again = analyse(gloo_sources, engine="cpu", procs=Procs())
+    assert list(again.tables) == list(gloo.tables)
+    assert all(again[name].equals(gloo[name]) for name in gloo.tables)
+    deterministic = {k: v for k, v in gloo.summary.items() if k != "diagnostics"}
+    assert {k: v for k, v in again.summary.items() if k != "diagnostics"} == deterministic
+
+
+def test_load_run_shared_among_processes_lists_the_same(gloo_sources, data_dir):
+    assert load_run(data_dir / GLOO, Procs()) == gloo_sources
+
+
+def test_load_run_of_a_bad_run_raises_with_processes(tmp_path):
+    with pytest.raises(TraceError, match="no trace files"):
+        load_run(tmp_path, Procs())

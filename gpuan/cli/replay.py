@@ -4,8 +4,6 @@ per-rank traces of a run; under ``mpirun -np P`` the ranks are shared among P pr
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from pathlib import Path
 
 from gpuan.cli.arguments import count, nonempty
 
@@ -13,7 +11,7 @@ from gpuan.cli.arguments import count, nonempty
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
     from gpuan.outputs.files import TABLE_FORMATS
-    from gpuan.replay import ANALYSES, DEALS
+    from gpuan.replay import DEALS, REPORTS
 
     p = sub.add_parser(
         "replay", help="cross-rank analysis of a run's per-rank traces (runs under mpirun too)",
@@ -22,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "matrix. Under 'mpirun -np P gpuan replay ...' each process reads only its share of the ranks.",
     )  # fmt: skip
     p.add_argument("run_dir", metavar="RUN_DIR", help="directory of per-rank traces, or an OTF2 archive")
-    p.add_argument("--analysis", default=",".join(ANALYSES), metavar="LIST",
-                   help=f"comma-separated, from: {', '.join(ANALYSES)} (default: all)")  # fmt: skip
+    p.add_argument("--analysis", default=",".join(REPORTS), metavar="LIST",
+                   help=f"comma-separated, from: {', '.join(REPORTS)} (default: all)")  # fmt: skip
     p.add_argument("-o", "--output", type=nonempty, metavar="OUT", help="directory to write the tables to")
     p.add_argument("--table-format", choices=TABLE_FORMATS, default="csv", help="format of the tables (default: csv)")
     p.add_argument("--html", type=nonempty, metavar="FILE.html", help="write the HTML view")
@@ -40,10 +38,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the replay on this process; returns the exit code. Process 0 reports; under MPI the others
     stop on bad input with exit code 2 and say nothing, so the one error line is printed once."""
     from gpuan.cli import EXIT_BAD_INPUT
+    from gpuan.engine.procs import from_launcher
     from gpuan.errors import TraceError, UsageError
-    from gpuan.replay.procs import procs as default_procs
 
-    procs = default_procs()
+    procs = from_launcher()
     try:
         return _run(args, procs)
     except (TraceError, UsageError):
@@ -57,8 +55,9 @@ def _run(args, procs) -> int:
     """Load the run's sources, replay, and on process 0 print and write the results; returns the exit code."""
     from gpuan.outputs import replay as output
     from gpuan.replay import analyse
+    from gpuan.trace.ranks import load_run
 
-    sources = _load_sources(args.run_dir, procs)
+    sources = load_run(args.run_dir, procs)
     analyses = tuple(a.strip() for a in args.analysis.split(",") if a.strip())
     result = analyse(sources, analyses=analyses, deal=args.deal, align_clocks=args.align_clocks, procs=procs)
     if result is None:  # not process 0: it only helped
@@ -69,34 +68,3 @@ def _run(args, procs) -> int:
         output.write_html(result, args.html)
     print(output.json_text(result) if args.format == "json" else output.text(result, args.top), end="")
     return 0
-
-
-def _load_sources(run_dir: str, procs):
-    """Return the run's per-rank sources (:func:`gpuan.trace.ranks.load_run`), the processes sharing the
-    work of finding the files' own ranks; raises the same TraceError on every process when any of them
-    cannot list the run, so that none is left waiting in the replay's exchanges."""
-    from gpuan.errors import TraceError
-    from gpuan.trace.ranks import load_run
-
-    sources, error = None, None
-    try:
-        sources = load_run(run_dir, _shared_own_ranks(procs))
-    except TraceError as e:
-        error = e
-    procs.raise_together(error)
-    return sources
-
-
-def _shared_own_ranks(procs) -> Callable[[list[Path]], list[int | None]]:
-    """Return a finder of files' own ranks that shares the work among the replay processes: process p
-    looks at files p, p + P, ... of the listing, and every process gets every answer."""
-    from gpuan.trace.ranks import own_rank
-
-    def find(files: list[Path]) -> list[int | None]:
-        """Return the own rank (or None) of each of `files`."""
-        found: dict[int, int | None] = {}
-        for part in procs.allgather_small({i: own_rank(files[i]) for i in range(procs.rank, len(files), procs.size)}):
-            found.update(part)
-        return [found[i] for i in range(len(files))]
-
-    return find

@@ -34,14 +34,11 @@ OPS: tuple[str, ...] = (
     "gather", "scatter", "scan", "send", "recv", "send_recv", "other",
 )  # fmt: skip
 OP = {name: i for i, name in enumerate(OPS)}
-#: every member waits for the last to arrive
-N_TO_N = frozenset(
-    {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier", "scan", "send_recv", "other"}
-)
 #: the root sends: the others wait for the root (Late Broadcast)
 ONE_TO_N = frozenset({"broadcast", "scatter"})
 #: the root receives: the root waits for the last sender (Early Reduce)
 N_TO_ONE = frozenset({"reduce", "gather"})
+# every other collective is N to N: each member waits for the last to arrive (Wait at NxN)
 
 COLLECTIVE, SEND, RECV = 0, 1, 2
 

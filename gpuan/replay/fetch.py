@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuan.replay.procs import Procs
+from gpuan.engine.procs import Procs
 
 _REQUEST = np.dtype([("rank", np.int32), ("origin", np.int32), ("key", np.int64)])
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuan.engine.procs import Procs
 from gpuan.replay.comms import CALL, RECV, SEND
 from gpuan.replay.fetch import Fetcher, lookup
-from gpuan.replay.procs import Procs
 
 #: what a rank offers its partners: one record per send or receive
 PARTNER = np.dtype([("rank", np.int32), ("key", np.int64), ("enter", np.int64), ("leave", np.int64)])

@@ -5,7 +5,8 @@ Parquet file recorded, the one MPI rank of an Nsight Systems export or OTF2 arch
 its name (``rank3``, ``_r12``, ``-r5``), else its place in the listing. The listing is in natural order
 (numbers in names compared as numbers: ``worker9`` before ``worker10``). Two files with one rank are an
 error naming both. Finding a file's own rank reads no events (see :mod:`gpuan.trace.kineto.peek`), so a
-replay can list a run (:func:`load_run`) and deal its ranks to its processes before any of them reads one.
+replay can list a run (:func:`load_run`, its processes sharing the look at the files) and deal its ranks
+to its processes before any of them reads one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuan.errors import TraceError
 from gpuan.trace.inputs import RankSource, RunSources
@@ -22,6 +24,9 @@ from gpuan.trace.load import file_format, sniff
 from gpuan.trace.nsys import nsys_rank
 from gpuan.trace.otf2 import anchor_of, otf2_ranks
 from gpuan.trace.parquet import stored_rank
+
+if TYPE_CHECKING:
+    from gpuan.engine.procs import Procs
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".csv", ".parquet", ".otf2")
 _RANK_IN_NAME = re.compile(r"(?:rank|_r|-r)[_-]?(\d+)", re.IGNORECASE)
@@ -130,13 +135,42 @@ def ranked_files(directory: Path, find_own: OwnRanks = own_ranks) -> list[Ranked
     return ranked
 
 
-def load_run(run: str | os.PathLike, find_own: OwnRanks = own_ranks) -> RunSources:
+def load_run(run: str | os.PathLike, procs: Procs | None = None) -> RunSources:
     """Return the per-rank sources of a run directory (or OTF2 archive), ordered by rank, reading no
     events: each source's :meth:`~gpuan.trace.inputs.RankSource.load` reads its rank later.
 
-    A file's rank follows the rule of every command (:func:`ranked_files`); `find_own` finds the files'
-    own ranks (a replay shares that work among its processes). Raises TraceError naming the run (or the
-    file) when it cannot be listed."""
+    A file's rank follows the rule of every command (:func:`ranked_files`). With `procs` (the processes
+    of a distributed replay, every one of which calls this) the processes share the look at the files'
+    own ranks, and a run that cannot be listed raises the same TraceError on every process, so that none
+    is left waiting in the replay's exchanges. Raises TraceError naming the run (or the file) when it
+    cannot be listed."""
+    if procs is None:
+        return _list_run(run, own_ranks)
+    sources, error = None, None
+    try:
+        sources = _list_run(run, _shared_own_ranks(procs))
+    except TraceError as e:
+        error = e
+    procs.raise_together(error)
+    return sources
+
+
+def _shared_own_ranks(procs: Procs) -> OwnRanks:
+    """Return a finder of files' own ranks that shares the work among `procs`: process p looks at files
+    p, p + P, ... of the listing, and every process gets every answer."""
+
+    def find(files: list[Path]) -> list[int | None]:
+        """Return the own rank (or None) of each of `files`."""
+        found: dict[int, int | None] = {}
+        for part in procs.allgather_small({i: own_rank(files[i]) for i in range(procs.rank, len(files), procs.size)}):
+            found.update(part)
+        return [found[i] for i in range(len(files))]
+
+    return find
+
+
+def _list_run(run: str | os.PathLike, find_own: OwnRanks) -> RunSources:
+    """Return the per-rank sources of a run (:func:`load_run`), `find_own` finding the files' own ranks."""
     path = Path(run)
     anchor = anchor_of(path)
     if anchor is not None:

@@ -4,11 +4,11 @@ import sys
 
 import numpy as np
 
+from gpuan.engine.procs import from_launcher
 from gpuan.replay.fetch import Fetcher
 from gpuan.replay.p2p import PARTNER
-from gpuan.replay.procs import procs
 
-me = procs()
+me = from_launcher()
 assert me.size == 2, me.size
 other = 1 - me.rank
 f = Fetcher(me, np.array([0, 1]), PARTNER)

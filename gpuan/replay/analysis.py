@@ -1,8 +1,8 @@
-"""The replay job: deal the ranks, read, extract, exchange, analyse, gather on process 0.
+"""The replay's :func:`analyse`: deal the ranks, read, extract, exchange, analyse, gather on process 0.
 
 Every process runs :func:`analyse` with the same arguments; each loads only the ranks dealt to it, and
-the cross-rank work is bulk exchanges of typed records (:mod:`procs`). The result, on process 0, does
-not depend on the number of processes.
+the cross-rank work is bulk exchanges of typed records (:mod:`gpuan.engine.procs`). The result, on
+process 0, does not depend on the number of processes.
 """
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ import pandas as pd
 import pyarrow as pa
 
 from gpuan.engine import Engine, resolve
+from gpuan.engine.procs import Procs
 from gpuan.errors import TraceError, UsageError
 from gpuan.replay.breakdown import BREAKDOWN, RankTime, breakdown, rank_time
 from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
 from gpuan.replay.deal import owners
 from gpuan.replay.p2p import late_states
-from gpuan.replay.procs import Procs
-from gpuan.replay.procs import procs as default_procs
 from gpuan.replay.tables import frames
 from gpuan.result import Result
 from gpuan.trace.inputs import RunSources
 from gpuan.trace.table import Trace
 
-ANALYSES = ("waits", "stragglers", "breakdown", "comm-matrix")
+#: the replay's reports, what ``analyses=`` (the CLI's ``--analysis``) chooses from
+REPORTS = ("waits", "stragglers", "breakdown", "comm-matrix")
 
 
 @dataclass
@@ -73,24 +73,26 @@ def analyse(
     sources: RunSources,
     *,
     engine: Engine | str | None = None,
-    analyses: tuple[str, ...] = ANALYSES,
+    analyses: tuple[str, ...] = REPORTS,
     deal: str = "round-robin",
     align_clocks: bool = False,
     procs: Procs | None = None,
 ) -> Result | None:
     """Replay the per-rank sources of a run (:func:`gpuan.trace.ranks.load_run`) and return, on process 0,
-    the Result of the `analyses` (None on the other processes, which only helped).
+    the Result of the `analyses` (some of :data:`REPORTS`; None on the other processes, which only helped).
 
     `deal` shares the ranks among the processes ("round-robin" or "size"); `align_clocks` applies the
-    clock offsets estimated from collective completion before matching; `procs` are the replay processes
-    (default: MPI's when under an MPI launcher, else this one). The replay runs on the CPU whatever the
-    `engine` (its work is sorting and exchanging records); the engine is only checked. Raises TraceError,
-    the same on every process, when a rank cannot be read; UsageError for an unknown analysis or deal."""
+    clock offsets estimated from collective completion before matching; `procs` are the processes that
+    share the work (default: this one alone; :func:`gpuan.engine.procs.from_launcher` gives MPI's). The
+    tables and the summary do not depend on the run, except ``summary["diagnostics"]`` (wall times, peak
+    memory). The replay runs on the CPU whatever the `engine` (its work is sorting and exchanging
+    records); the engine is only checked. Raises TraceError, the same on every process, when a rank
+    cannot be read; UsageError for an unknown analysis or deal."""
     resolve(engine)
-    unknown = sorted(set(analyses) - set(ANALYSES))
+    unknown = sorted(set(analyses) - set(REPORTS))
     if unknown:
-        raise UsageError(f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
-    procs = procs or default_procs()
+        raise UsageError(f"unknown analysis {', '.join(unknown)}; choose from {', '.join(REPORTS)}")
+    procs = procs or Procs()
     clock: dict[str, float] = {}
     start = time.perf_counter()
     with _timed(clock, "read"):
@@ -111,7 +113,7 @@ def analyse(
         fetch_rounds=found.fetch_rounds,
         events=float(own.events),
     )
-    timings = procs.allgather_small(clock)
+    per_process = procs.allgather_small(clock)
     if not procs.is_root:
         return None
     summary = {
@@ -121,7 +123,8 @@ def analyse(
         "analyses": list(analyses),
         "last_to_finish": {"rank": last_rank, "end_ns": last_end},
         "clocks_aligned": align_clocks,
-        "timings": timings,
+        # run-dependent (wall times, memory): what a benchmark reads; no output prints it
+        "diagnostics": {"per_process": per_process},
     }
     return Result("replay", _tables(gathered, own.pg_names, analyses, found.offsets), summary)
 

@@ -1,7 +1,10 @@
-"""The replay processes: MPI when gpuan runs under ``mpirun``/``mpiexec``, else one process.
+"""The distributed engine: the processes an analysis shares its work among, MPI's (through mpi4py) or
+this one alone.
 
-Every exchange moves typed numpy buffers (structured arrays go as their bytes), never pickled event
-objects. The one-process :class:`Procs` answers every call locally, so the analyses have one code path.
+``Procs()`` is one process, which answers every exchange locally, so an analysis has one code path. Only
+:func:`from_launcher` looks at the environment (the MPI launcher's variables, ``GPUAN_MPI``): the command
+line calls it, an analysis is handed the result. Every exchange moves typed numpy buffers (structured
+arrays go as their bytes), never pickled event objects.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "
 
 @dataclass(frozen=True)
 class Procs:
-    """This process's place among the replay processes: ``rank`` of ``size``, and the MPI communicator
-    (None for a single process without MPI)."""
+    """This process's place among the processes of a distributed analysis: ``rank`` of ``size``, and the
+    MPI communicator (None for a single process without MPI)."""
 
     rank: int = 0
     size: int = 1
@@ -144,9 +147,10 @@ def under_mpi_launcher() -> bool:
     return any(v in os.environ for v in _LAUNCHER_VARS)
 
 
-def procs(use_mpi: bool | None = None) -> Procs:
+def from_launcher(use_mpi: bool | None = None) -> Procs:
     """Return this process's Procs: MPI's COMM_WORLD when started by an MPI launcher (or `use_mpi`), else
-    a single process. Raises RuntimeError if MPI is wanted and mpi4py is missing."""
+    a single process. Raises UsageError for a bad ``GPUAN_MPI``, RuntimeError if MPI is wanted and mpi4py
+    is missing."""
     if use_mpi is None:
         use_mpi = under_mpi_launcher()
     if not use_mpi:

@@ -469,90 +469,147 @@ def score_ops(
     once per distinct call (and TF32 use); every op gathers its call's values, and the roofline is whole-column
     arithmetic over the ops."""
     engine = resolve(engine)
-    xp = engine.xp
-    keys, uniques = _distinct_calls(ops)
-    costs = _costs(uniques, _list_bpe(uniques))
+    call_of_op, calls = _distinct_calls(ops)
+    costs = _costs(calls, _list_bpe(calls))
+    per_call = _call_costs(costs, roofs, tf32)
+    on_tf32 = _runs_tf32(ops, per_call, call_of_op)
+    call_tensors = [_tensors(*call, modelled) for call, modelled in zip(calls, costs)]
+    columns = _op_columns(ops, roofs, per_call, engine.asarray(2 * call_of_op + on_tf32), engine)
+    # bytes the trace's context changes: an expanded gradient read once; resident reads of the L2 roof
+    columns["bytes"] -= engine.asarray(expanded_bytes(call_of_op, _ints_or(ops, "grad_bytes", -1), call_tensors))
+    resident = engine.asarray(_resident_after_previous(ops, call_of_op, call_tensors))
+    _override_copies(ops, columns, roofs, engine)
+    line = roofline(
+        columns["flops"], columns["bytes"], columns["rate"], columns["bandwidth"], engine.xp, roofs.l2_bytes,
+        columns["l2_bandwidth"], resident,
+    )  # fmt: skip
+    measured = engine.asarray(ops["measured_ns"].combine_chunks().to_numpy(zero_copy_only=False))
+    scores = efficiency(line["estimated_ns"], measured, engine.xp, resolution_ns)
+    return _with_scores(ops, columns, line | scores, per_call, engine)
+
+
+class _CallCosts(NamedTuple):
+    """The costs of the distinct calls, each twice: as recorded (row 2u) and on TF32 tensor cores (row
+    2u + 1). ``flops``/``bytes`` NaN where unmodelled; ``category``, ``dtype`` and ``peak`` are codes into
+    :data:`CATEGORIES`, ``dtypes`` and ``peak_names`` (-1 none); ``rates`` the FLOP/s of each peak name, NaN
+    last (the rate of code -1)."""
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    category: np.ndarray
+    dtype: np.ndarray
+    peak: np.ndarray
+    dtypes: list[str]
+    peak_names: list[str]
+    rates: np.ndarray
+
+
+def _call_costs(costs: list[Cost | None], roofs: Roofs, tf32: bool) -> _CallCosts:
+    """Return the costs of the distinct calls (`costs`, None where unmodelled) and the roof each is held
+    to, as recorded and on TF32 tensor cores; a call whose dtype `roofs` has no rate for stays unmodelled."""
     peak_names = sorted(roofs.flops)
     dtypes = sorted({c.dtype for c in costs if c is not None})
-    n_u = len(uniques)
-    # per distinct call, twice: as recorded (row 2u) and on TF32 tensor cores (row 2u + 1)
-    f_u, b_u = np.full(2 * n_u, np.nan), np.full(2 * n_u, np.nan)
-    cat_u = np.full(2 * n_u, CATEGORIES.index("unmodelled"), np.int32)
-    dtype_u = np.full(2 * n_u, -1, np.int32)
-    peak_u = np.full(2 * n_u, -1, np.int32)
-    for i, modelled in enumerate(costs):
+    rows = 2 * len(costs)
+    flops, nbytes = np.full(rows, np.nan), np.full(rows, np.nan)
+    category = np.full(rows, CATEGORIES.index("unmodelled"), np.int32)
+    dtype, peak = np.full(rows, -1, np.int32), np.full(rows, -1, np.int32)
+    for call, modelled in enumerate(costs):
         if modelled is None:
             continue
-        for variant in (0, 1):
-            key = peak_key(roofs, modelled.category, modelled.dtype, tf32 or bool(variant))
+        for on_tensor_cores in (0, 1):
+            key = peak_key(roofs, modelled.category, modelled.dtype, tf32 or bool(on_tensor_cores))
             if key is None:
                 continue
-            j = 2 * i + variant
-            f_u[j], b_u[j] = modelled.flops, modelled.bytes
-            cat_u[j], dtype_u[j] = CATEGORIES.index(modelled.category), dtypes.index(modelled.dtype)
-            peak_u[j] = peak_names.index(key)
+            row = 2 * call + on_tensor_cores
+            flops[row], nbytes[row] = modelled.flops, modelled.bytes
+            category[row], dtype[row] = CATEGORIES.index(modelled.category), dtypes.index(modelled.dtype)
+            peak[row] = peak_names.index(key)
     rates = np.array([roofs.flops[k] for k in peak_names] + [np.nan])
+    return _CallCosts(flops, nbytes, category, dtype, peak, dtypes, peak_names, rates)
 
+
+def _runs_tf32(ops: pa.Table, per_call: _CallCosts, call_of_op: np.ndarray) -> np.ndarray:
+    """Return per op whether it runs on TF32 tensor cores: its kernels did, or any FP32 GEMM of the table
+    ran TF32 kernels (``allow_tf32`` is a process-wide switch, so then every FP32 matrix op does)."""
     on_tf32 = _bools(ops, "tf32")
-    fp32_gemm = (cat_u == CATEGORIES.index("gemm")) & (dtype_u == (dtypes.index("fp32") if "fp32" in dtypes else -2))
-    if (on_tf32 & fp32_gemm[2 * keys]).any():
+    fp32 = per_call.dtypes.index("fp32") if "fp32" in per_call.dtypes else -2
+    fp32_gemm = (per_call.category == CATEGORIES.index("gemm")) & (per_call.dtype == fp32)
+    if (on_tf32 & fp32_gemm[2 * call_of_op]).any():
         on_tf32[:] = True
-    # bytes the trace's context changes: an expanded gradient read once; resident reads of the L2 roof
-    tensors_u = [_tensors(*u, c) for u, c in zip(uniques, costs)]
-    saved = expanded_bytes(keys, _ints_or(ops, "grad_bytes", -1), tensors_u)
-    caller_keys, callers = _distinct_calls(ops, ("name", "caller_dims", "caller_types", "concrete_inputs"))
-    touched_c = [_tensors(None, dims, types, None, None)[0] for _, dims, types, _ in callers]
-    resident = resident_bytes(keys, caller_keys, _previous(ops), tensors_u, touched_c)
-    row = engine.asarray(2 * keys + on_tf32)
-    take = {name: xp.asarray(values)[row] for name, values in (
-        ("flops", f_u), ("bytes", b_u), ("category", cat_u), ("dtype", dtype_u), ("peak", peak_u),
-    )}  # fmt: skip
-    take["bytes"] = take["bytes"] - engine.asarray(saved)
-    peak = xp.asarray(rates)[take["peak"]]
-    bandwidth = xp.full(ops.num_rows, roofs.memory_bandwidth)
-    l2_bandwidth = xp.full(ops.num_rows, roofs.l2_bandwidth)
+    return on_tf32
 
-    # ops the trace gives more than shapes for: copies with their bytes moved, copies over the host link
+
+def _resident_after_previous(
+    ops: pa.Table, call_of_op: np.ndarray, call_tensors: list[tuple[dict, list]]
+) -> np.ndarray:
+    """Return per op the bytes of its input already in L2 after the op before it on its thread
+    (:func:`resident_bytes`)."""
+    caller_of_op, callers = _distinct_calls(ops, ("name", "caller_dims", "caller_types", "concrete_inputs"))
+    caller_tensors = [_tensors(None, dims, types, None, None)[0] for _, dims, types, _ in callers]
+    return resident_bytes(call_of_op, caller_of_op, _previous(ops), call_tensors, caller_tensors)
+
+
+def _op_columns(ops: pa.Table, roofs: Roofs, per_call: _CallCosts, variant_row, engine: Engine) -> dict:
+    """Return per op (on the engine) its call's costs (`variant_row`: the row of :class:`_CallCosts` it
+    gathers) and the roofs it is held to: flops, bytes, category, dtype, peak (codes), rate (FLOP/s),
+    bandwidth and l2_bandwidth (bytes/s)."""
+    xp = engine.xp
+    columns = {
+        name: xp.asarray(getattr(per_call, name))[variant_row]
+        for name in ("flops", "bytes", "category", "dtype", "peak")
+    }
+    columns["rate"] = xp.asarray(per_call.rates)[columns["peak"]]
+    columns["bandwidth"] = xp.full(ops.num_rows, roofs.memory_bandwidth)
+    columns["l2_bandwidth"] = xp.full(ops.num_rows, roofs.l2_bandwidth)
+    return columns
+
+
+def _override_copies(ops: pa.Table, columns: dict, roofs: Roofs, engine: Engine) -> None:
+    """Set, in `columns` (:func:`_op_columns`), what the trace gives beyond shapes: an op whose GPU work is
+    only copies moved its recorded bytes and does no arithmetic (category "copy"); one whose copies cross
+    the host link is bounded by the link's bandwidth, without an L2 roof."""
+    xp = engine.xp
     copy = ops["copy_bytes"].combine_chunks()
     is_copy = copy.is_valid().to_numpy(zero_copy_only=False)
     over_link = _bools(ops, "copy_over_link")
     special = np.flatnonzero(is_copy | over_link)
-    if special.size:
-        at = engine.asarray(special)
-        moved = copy.fill_null(0).to_numpy(zero_copy_only=False)[special].astype(np.float64)
-        copy_rows = xp.asarray(is_copy[special])
-        link_rows = xp.asarray(over_link[special])
-        take["flops"][at] = xp.where(copy_rows, 0.0, take["flops"][at])
-        take["bytes"][at] = xp.where(copy_rows, xp.asarray(moved), take["bytes"][at])
-        peak[at] = xp.where(copy_rows, xp.inf, peak[at])
-        bandwidth[at] = xp.where(link_rows, roofs.link_bandwidth, roofs.memory_bandwidth)
-        l2_bandwidth[at] = xp.where(link_rows, 0.0, roofs.l2_bandwidth)
-        take["category"][at] = xp.where(copy_rows, CATEGORIES.index("copy"), take["category"][at])
-        take["dtype"][at] = xp.where(copy_rows, -1, take["dtype"][at])
-        take["peak"][at] = xp.where(copy_rows, -1, take["peak"][at])
+    if not special.size:
+        return
+    at = engine.asarray(special)
+    moved = copy.fill_null(0).to_numpy(zero_copy_only=False)[special].astype(np.float64)
+    copy_rows = xp.asarray(is_copy[special])
+    link_rows = xp.asarray(over_link[special])
+    columns["flops"][at] = xp.where(copy_rows, 0.0, columns["flops"][at])
+    columns["bytes"][at] = xp.where(copy_rows, xp.asarray(moved), columns["bytes"][at])
+    columns["rate"][at] = xp.where(copy_rows, xp.inf, columns["rate"][at])
+    columns["bandwidth"][at] = xp.where(link_rows, roofs.link_bandwidth, roofs.memory_bandwidth)
+    columns["l2_bandwidth"][at] = xp.where(link_rows, 0.0, roofs.l2_bandwidth)
+    columns["category"][at] = xp.where(copy_rows, CATEGORIES.index("copy"), columns["category"][at])
+    columns["dtype"][at] = xp.where(copy_rows, -1, columns["dtype"][at])
+    columns["peak"][at] = xp.where(copy_rows, -1, columns["peak"][at])
 
-    resident = engine.asarray(resident)
-    line = roofline(take["flops"], take["bytes"], peak, bandwidth, xp, roofs.l2_bytes, l2_bandwidth, resident)
-    measured = engine.asarray(ops["measured_ns"].combine_chunks().to_numpy(zero_copy_only=False))
-    scores = efficiency(line["estimated_ns"], measured, xp, resolution_ns)
+
+def _with_scores(ops: pa.Table, columns: dict, scores: dict, per_call: _CallCosts, engine: Engine) -> pa.Table:
+    """Return `ops` with the score columns appended, on the host: the op columns (:func:`_op_columns`) and
+    the roofline and efficiency ones (`scores`: :func:`roofline` | :func:`efficiency`)."""
     host = engine.to_host
-    bound = host(line["bound"]).astype(np.int32)
-    out = {
-        "category": _dict(host(take["category"]), CATEGORIES),
-        "dtype": _dict(host(take["dtype"]), dtypes),
-        "peak": _dict(host(take["peak"]), peak_names),
-        "flops": host(take["flops"]),
-        "bytes": host(take["bytes"]),
-        "resident_bytes": np.nan_to_num(host(line["resident_bytes"])),
-        "intensity": host(line["intensity"]),
-        "estimated_ns": host(line["estimated_ns"]),
+    bound = host(scores["bound"]).astype(np.int32)
+    appended = {
+        "category": _dict(host(columns["category"]), CATEGORIES),
+        "dtype": _dict(host(columns["dtype"]), per_call.dtypes),
+        "peak": _dict(host(columns["peak"]), per_call.peak_names),
+        "flops": host(columns["flops"]),
+        "bytes": host(columns["bytes"]),
+        "resident_bytes": np.nan_to_num(host(scores["resident_bytes"])),
+        "intensity": host(scores["intensity"]),
+        "estimated_ns": host(scores["estimated_ns"]),
         "bound": _dict(bound, BOUNDS),
         "efficiency": host(scores["efficiency"]),
         "model_error": host(scores["model_error"]),
         "model_missing": bound == BOUNDS.index("unmodelled"),
         "lost_ns": host(scores["lost_ns"]),
     }
-    for name, values in out.items():
+    for name, values in appended.items():
         ops = ops.append_column(name, values if isinstance(values, pa.Array) else pa.array(values))
     return ops
 

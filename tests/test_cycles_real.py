@@ -78,7 +78,7 @@ def test_nccl_stream_is_its_own_sequence(data_dir):
     groups = {sc.sequence.group: sc for sc in detect(trace)}
     assert set(groups) == {"compute", "comm"}
     assert groups["comm"].sequence.streams == (40,) and len(groups["comm"].sequence) == 21
-    merged = detect(trace, split="merged")
+    merged = detect(trace, sequences="merged")
     assert [sc.sequence.group for sc in merged] == ["all"] and len(merged[0].sequence) == 2700
 
 

@@ -153,7 +153,7 @@ def test_multi_stream_step_of_the_v100_ddp_trace(data_dir):
     moved = p.order_moved()
     assert not seg.cycle.ordered and moved.max() > 0
     # per stream, each stream is exactly periodic and lined up with the steps too
-    by_stream = {sc.sequence.streams: sc for sc in detect(trace, split="stream")}
+    by_stream = {sc.sequence.streams: sc for sc in detect(trace, sequences="stream")}
     for s in (7, 14):
         sc = by_stream[(s,)]
         truth = np.array([k for _, k in per_stream[s]])

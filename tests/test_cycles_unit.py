@@ -15,8 +15,8 @@ import pytest
 
 import gpuan
 from gpuan.cycles import detect, periods
-from gpuan.cycles.detect import Pick, _outer_cycles, cover, detect_sequence
-from gpuan.cycles.patterns import Pattern, SequenceCycles, distinct_patterns
+from gpuan.cycles.detect import Pick, SequenceCycles, _outer_cycles, cover, detect_sequence
+from gpuan.cycles.patterns import Pattern, distinct_patterns
 from gpuan.cycles.periods import idle_before
 from gpuan.cycles.sequence import Sequence, is_comm_name, sequences
 from gpuan.cycles.signature import signature

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from gpuan.cli.arguments import nonempty
+from gpuan.cycles.options import MODES, OP_LEVELS, SPLITS
 from gpuan.trace.schema import KINDS
 
 
@@ -20,19 +21,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="BASE",
         help="write BASE_cycle_<k>.csv (all) or BASE_prefill/decode.csv (llm)",
     )
-    p.add_argument("--mode", choices=("all", "llm"), default="all", help="which patterns to write (default all)")
+    p.add_argument("--mode", choices=MODES, default="all", help="which patterns to write (default all)")
     p.add_argument(
         "--kind", choices=KINDS, default="kernel", help="events to analyse (default kernel; cpu_op for CPU-only traces)"
     )
     p.add_argument(
         "--ops",
-        choices=("top", "leaf", "all"),
+        choices=OP_LEVELS,
         default="top",
         help="CPU operators: top-level (default), leaves, or all",
     )
     p.add_argument(
         "--sequences",
-        choices=("stream", "group", "merged"),
+        choices=SPLITS,
         default="group",
         help="GPU events: one sequence per stream, per stream group (compute apart from communication; "
         "default) or per device (all streams merged)",

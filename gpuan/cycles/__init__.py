@@ -6,23 +6,18 @@ with their outer cycle and sub-cycles, and ``distinct_patterns`` flattens those 
 ``gpuan cycles -o`` writes as uplifter-compatible CSV files.
 """
 
-from __future__ import annotations
-
-from gpuan.cycles import tables
-from gpuan.cycles.detect import Cycle, Segment, detect_sequence
-from gpuan.cycles.patterns import Pattern, SequenceCycles, distinct_patterns, llm_phases
-from gpuan.cycles.sequence import OP_LEVELS, SPLITS, Sequence, sequences
-from gpuan.engine import Engine, current, resolve
-from gpuan.errors import UsageError
-from gpuan.result import Result
-from gpuan.trace.schema import KINDS
-from gpuan.trace.table import Trace
+from gpuan.cycles.analysis import analyse
+from gpuan.cycles.detect import Cycle, Segment, SequenceCycles, detect
+from gpuan.cycles.options import MODES, OP_LEVELS, SPLITS
+from gpuan.cycles.patterns import Pattern, distinct_patterns
+from gpuan.cycles.sequence import Sequence, sequences
 
 __all__ = [
     "MODES",
+    "OP_LEVELS",
+    "SPLITS",
     "Cycle",
     "Pattern",
-    "SPLITS",
     "Segment",
     "Sequence",
     "SequenceCycles",
@@ -31,77 +26,3 @@ __all__ = [
     "distinct_patterns",
     "sequences",
 ]
-
-#: which patterns a cycles Result names as its files: every distinct one, or the LLM prefill/decode phases
-MODES = ("all", "llm")
-
-
-def _check(option: str, value: str, choices) -> None:
-    if value not in choices:
-        raise UsageError(f"cycles: unknown {option} {value!r}; choose one of {', '.join(choices)}")
-
-
-def analyse(
-    trace: Trace,
-    *,
-    engine: Engine | str | None = None,
-    mode: str = "all",
-    kind: str = "kernel",
-    ops: str = "top",
-    sequences: str = "group",
-) -> Result:
-    """Return the cycles of `trace` as a Result ``cycles`` (see :func:`detect` for `kind`, `ops` and
-    `sequences`, there called `split`; `mode` ``llm`` also picks the prefill and decode phases).
-
-    Tables: ``sequences`` (one row per sequence searched: ``label``, ``kind``, ``rank``, ``device``,
-    ``group``, ``streams``, ``events``); ``segments`` (per sequence its phases: ``first_event``,
-    ``end_event``, ``start_ns``, ``end_ns``, ``periodic``, its outer ``cycle`` and ``sub_cycles`` as ids into
-    ``cycles``); ``cycles`` (one row per pattern: ``role``, ``length``, ``repetitions``, ``offset``,
-    ``per_parent``, ``ordered``, times in ns, ``signature``, ``streams`` with ``stream_events``);
-    ``instances`` (per cycle and instance: ``first_event``, ``start_ns``, ``end_ns``, ``busy_ns``,
-    ``wall_ns``, ``order_moved``); ``positions`` (per cycle and position the uplifter statistics:
-    ``kernel_name``, ``avg_duration_us``, ``min_duration_us``, ``max_duration_us``, ``stddev_us``,
-    ``count``, ``pct_of_cycle``); ``patterns`` (the distinct patterns, ``k`` from 1, by temporal centre);
-    ``phases`` (``prefill`` / ``decode`` in ``llm`` mode).
-
-    Summary: ``kind``, ``mode``, ``ops``, ``sequences`` (the options), ``events`` (searched, all
-    sequences), ``segments``, ``patterns`` and ``phases`` (their names). A trace without events of `kind`
-    gives empty tables and ``events`` 0."""
-    _check("mode", mode, MODES)
-    _check("kind", kind, KINDS)
-    _check("ops", ops, OP_LEVELS)
-    _check("sequences", sequences, SPLITS)
-    found = detect(trace, kind, split=sequences, ops=ops, engine=resolve(engine))
-    patterns = distinct_patterns(found)
-    phases = llm_phases(found) if mode == "llm" else {}
-    summary = {
-        "kind": kind,
-        "mode": mode,
-        "ops": ops,
-        "sequences": sequences,
-        "events": sum(len(sc.sequence) for sc in found),
-        "segments": sum(len(sc.segments) for sc in found),
-        "patterns": len(patterns),
-        "phases": list(phases),
-    }
-    return Result("cycles", tables.build(found, patterns, phases), summary)
-
-
-def detect(
-    trace: Trace,
-    kind: str = "kernel",
-    *,
-    split: str = "group",
-    ops: str = "top",
-    engine: Engine | None = None,
-) -> list[SequenceCycles]:
-    """Find the cycles of `trace`: one :class:`SequenceCycles` per sequence that has events.
-
-    `kind` is any event kind (``kernel`` by default; ``cpu_op`` for CPU-only traces, with `ops` choosing
-    top-level, leaf or all operators); `split` makes one sequence per GPU stream (``stream``), per
-    stream group (``group``: compute streams apart from communication streams) or per device
-    (``merged``). The scoring of candidate periods runs on `engine` (default: the current
-    one); the results are the same on CPU and GPU.
-    """
-    engine = engine or current()
-    return [SequenceCycles(seq, detect_sequence(seq, engine)) for seq in sequences(trace, kind, split=split, ops=ops)]

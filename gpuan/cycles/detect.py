@@ -43,7 +43,9 @@ import numpy as np
 
 from gpuan.cycles import interleave, periods
 from gpuan.cycles.sequence import Sequence
-from gpuan.engine import CPU, Engine
+from gpuan.cycles.sequence import sequences as split_sequences
+from gpuan.engine import CPU, Engine, current
+from gpuan.trace.table import Trace
 
 #: an outer cycle repeats at least this often ...
 OUTER_MIN_REPS = 3
@@ -124,6 +126,14 @@ class Segment:
     def periodic(self) -> bool:
         """Whether the segment has an outer cycle."""
         return self.cycle is not None
+
+
+@dataclass(frozen=True)
+class SequenceCycles:
+    """The segments found in one sequence (a device's stream group, or a CPU thread)."""
+
+    sequence: Sequence
+    segments: list[Segment]
 
 
 # ---- helpers over arrays ------------------------------------------------------------------------------
@@ -531,3 +541,24 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
     if cur < n:
         bounds.append((cur, n, None))
     return [Segment(start, end, cyc, _sub_cycles(seq, idle, start, end, cyc)) for start, end, cyc in bounds]
+
+
+def detect(
+    trace: Trace,
+    kind: str = "kernel",
+    *,
+    sequences: str = "group",
+    ops: str = "top",
+    engine: Engine | None = None,
+) -> list[SequenceCycles]:
+    """Find the cycles of `trace`: one :class:`SequenceCycles` per sequence that has events.
+
+    `kind` is any event kind (``kernel`` by default; ``cpu_op`` for CPU-only traces, with `ops` choosing
+    top-level, leaf or all operators); `sequences` makes one sequence per GPU stream (``stream``), per
+    stream group (``group``: compute streams apart from communication streams) or per device
+    (``merged``). The scoring of candidate periods runs on `engine` (default: the current
+    one); the results are the same on CPU and GPU.
+    """
+    engine = engine or current()
+    found = split_sequences(trace, kind, sequences=sequences, ops=ops)
+    return [SequenceCycles(seq, detect_sequence(seq, engine)) for seq in found]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from gpuan.cycles import interleave, periods
-from gpuan.cycles.detect import Cycle, Segment, realigned
+from gpuan.cycles.detect import Cycle, Segment, SequenceCycles, realigned
 from gpuan.cycles.sequence import Sequence
 from gpuan.cycles.signature import signature
 
@@ -17,14 +17,6 @@ STAT_COLUMNS = (
     "index", "kernel_name", "avg_duration_us", "min_duration_us", "max_duration_us", "stddev_us", "count",
     "pct_of_cycle",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SequenceCycles:
-    """The segments found in one sequence (a device's stream group, or a CPU thread)."""
-
-    sequence: Sequence
-    segments: list[Segment]
 
 
 @dataclass(frozen=True)

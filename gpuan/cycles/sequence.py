@@ -14,14 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpuan.cycles.options import OP_LEVELS, SPLITS
 from gpuan.trace.schema import UNNAMED
 from gpuan.trace.table import Trace
-
-#: values of the ``ops`` choice for CPU operators
-OP_LEVELS = ("top", "leaf", "all")
-#: how a device's GPU streams make sequences: one per stream, one per stream group (compute apart from
-#: communication), or one for all of them
-SPLITS = ("stream", "group", "merged")
 
 
 @dataclass(frozen=True)
@@ -218,18 +213,18 @@ def _launched_early(trace: Trace, rank: np.ndarray, correlation: pa.ChunkedArray
     return _filled(correlation, np.iinfo(np.int64).max) < first[rank + 1]
 
 
-def sequences(trace: Trace, kind: str = "kernel", *, split: str = "group", ops: str = "top") -> list[Sequence]:
+def sequences(trace: Trace, kind: str = "kernel", *, sequences: str = "group", ops: str = "top") -> list[Sequence]:
     """Return the time-ordered sequences of `kind` events in which to look for cycles.
 
-    GPU kinds: one sequence per rank and device, split by `split`: ``group`` (the streams that mostly
+    GPU kinds: one sequence per rank and device, split by `sequences`: ``group`` (the streams that mostly
     run compute apart from those that mostly run collectives), ``stream`` (one per stream) or ``merged``
     (all of a device's streams in one). CPU kinds: one per rank, process and thread, keeping the
     top-level operators, the leaves, or all (`ops`).
     """
     if ops not in OP_LEVELS:
         raise ValueError(f"ops must be one of {OP_LEVELS}, not {ops!r}")
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    if sequences not in SPLITS:
+        raise ValueError(f"sequences must be one of {SPLITS}, not {sequences!r}")
     table = _rows_of_kind(trace, kind)
     if table["ts"].null_count:
         # an event without a start has no place in time order (as time 0 it would break the first cycle)
@@ -249,7 +244,7 @@ def sequences(trace: Trace, kind: str = "kernel", *, split: str = "group", ops: 
         group_of = {}
         for code, (r, d, st) in enumerate(keys):
             kind_of_stream = "comm" if share[code] > 0.5 else "compute"
-            group_of[code] = {"group": (r, d, kind_of_stream), "stream": (r, d, st), "merged": (r, d, "all")}[split]
+            group_of[code] = {"group": (r, d, kind_of_stream), "stream": (r, d, st), "merged": (r, d, "all")}[sequences]
         early = _launched_early(trace, rank, table["correlation"])
     else:
         stream = _filled(table["tid"], -1)
@@ -282,7 +277,7 @@ def sequences(trace: Trace, kind: str = "kernel", *, split: str = "group", ops: 
         r = None if key[0] < 0 else int(key[0])
         if gpu:
             dev = None if key[1] < 0 else int(key[1])
-            group = "stream" if split == "stream" else key[2]
+            group = "stream" if sequences == "stream" else key[2]
             g_early = g_early if g_early is not None and g_early.any() else None
             out.append(Sequence(kind, r, dev, group, streams, vocab, g_ids, g_ts, g_dur, g_stream, g_early))
         else:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from gpuan.cycles.patterns import Pattern, SequenceCycles, pattern_signature
+from gpuan.cycles.detect import SequenceCycles
+from gpuan.cycles.patterns import Pattern, pattern_signature
 
 _INT = pa.int64()
 _INTS = pa.list_(pa.int64())

@@ -14,6 +14,8 @@ import gpuan
 from gpuan import compare
 from gpuan.cli import main
 from gpuan.compare import lcs
+from gpuan.compare.pairing import COLUMNS, align, match
+from gpuan.compare.similarity import pair_cycles, similarity
 from gpuan.cycles.signature import signature
 from gpuan.errors import UsageError
 from gpuan.outputs import compare as output
@@ -96,8 +98,8 @@ def test_signatures_of_the_fixture_kernels():
 
 def test_align_finds_the_rotation_and_the_pairs(pair):
     base, new = map(read_cycle_csv, pair)
-    frame = compare.align(base, new)
-    assert list(frame.columns) == list(compare.COLUMNS)
+    frame = align(base, new)
+    assert list(frame.columns) == list(COLUMNS)
     assert frame.attrs["rotation"] == 4 and frame.attrs["common"] == 5
     assert list(zip(frame.base_kernel, frame.new_kernel, frame.match_type)) == ALIGNED
     both = frame[frame.match_type.isin(["exact", "similar"])]
@@ -111,7 +113,7 @@ def test_align_finds_the_rotation_and_the_pairs(pair):
 
 def test_align_of_a_cycle_with_itself_is_exact(pair):
     base = read_cycle_csv(pair[0])
-    frame = compare.align(base, base)
+    frame = align(base, base)
     assert frame.attrs["rotation"] == 0
     assert (frame.match_type == "exact").all() and (frame.change_pct == 0).all()
     assert frame.base_kernel.tolist() == [k for k, _ in BASE_FILE]
@@ -128,7 +130,7 @@ def test_rotation_lengths_agree_with_the_dp_table():
 
 def test_match_mode(pair):
     base, new = map(read_cycle_csv, pair)
-    frame = compare.match(base, new)
+    frame = match(base, new)
     rows = list(zip(frame.base_kernel, frame.new_kernel, frame.match_type))
     # new kernels in their order, then the baseline kernels left in baseline order
     assert rows == [
@@ -145,7 +147,7 @@ def test_match_mode(pair):
 def test_match_takes_the_lowest_free_index():
     base = table([(NORM, 1.0), (NORM, 2.0), (ATTN_OLD, 3.0)])
     new = table([(ATTN_NEW, 4.0), (NORM, 5.0), (NORM, 6.0), (NORM, 7.0)])
-    frame = compare.match(base, new)
+    frame = match(base, new)
     assert frame.match_type.tolist() == ["similar", "exact", "exact", "new_only"]
     assert frame.base_avg.tolist()[:3] == [3.0, 1.0, 2.0]
 
@@ -156,18 +158,18 @@ def test_pair_cycles_greedy_by_similarity():
     t2 = table([(ADD, 60.0), (FMHA, 40.0)])
     n0 = table([(GEMM_NEW, 300.0)])  # same signature, other time: shares are what count
     n1 = table([(ADD, 6.0), (FMHA, 4.0)])
-    assert compare.similarity(t0, n1) == pytest.approx(0.9 / 1.1)
-    assert compare.similarity(t1, n0) == 1.0
+    assert similarity(t0, n1) == pytest.approx(0.9 / 1.1)
+    assert similarity(t1, n0) == 1.0
     # t2 takes n1 (100%) before t0 (82%) can
-    assert compare.pair_cycles([t0, t1, t2], [n0, n1]) == [(1, 0, 1.0), (2, 1, 1.0)]
-    assert compare.pair_cycles([t0], [n1]) == [(0, 0, pytest.approx(0.9 / 1.1))]
+    assert pair_cycles([t0, t1, t2], [n0, n1]) == [(1, 0, 1.0), (2, 1, 1.0)]
+    assert pair_cycles([t0], [n1]) == [(0, 0, pytest.approx(0.9 / 1.1))]
 
 
 def test_pair_cycles_threshold():
     new = [table([(ADD, 100.0)])]
-    assert compare.pair_cycles([table([(ADD, 30.0), (INDEX, 70.0)])], new) == []  # 0.3 / 1.7 < 0.2
-    assert compare.pair_cycles([table([(ADD, 40.0), (INDEX, 60.0)])], new) == [(0, 0, pytest.approx(0.25))]
-    assert compare.pair_cycles([table([(INDEX, 1.0)])], new) == []
+    assert pair_cycles([table([(ADD, 30.0), (INDEX, 70.0)])], new) == []  # 0.3 / 1.7 < 0.2
+    assert pair_cycles([table([(ADD, 40.0), (INDEX, 60.0)])], new) == [(0, 0, pytest.approx(0.25))]
+    assert pair_cycles([table([(INDEX, 1.0)])], new) == []
 
 
 def fill(cell) -> str:
@@ -348,10 +350,13 @@ def test_analyse_tables_and_summary(pair):
     result = compare.analyse((base, new))
     assert result.analysis == "compare" and list(result.tables) == ["kernels", "cycles"]
     kernels = result.to_pandas("kernels")
-    assert kernels.columns.tolist() == ["pair", *compare.COLUMNS] and (kernels.pair == 0).all()
+    assert kernels.columns.tolist() == ["pair", *COLUMNS, "delta_us"] and (kernels.pair == 0).all()
     assert list(zip(kernels.base_kernel, kernels.new_kernel, kernels.match_type)) == ALIGNED
-    frame = compare.align(base, new)
-    pd.testing.assert_frame_equal(kernels.drop(columns="pair"), frame, check_dtype=False)
+    frame = align(base, new)
+    pd.testing.assert_frame_equal(kernels[list(COLUMNS)], frame, check_dtype=False)
+    # the change of each kernel's average, a missing side counting 0 µs
+    expected = frame["new_avg"].fillna(0.0) - frame["base_avg"].fillna(0.0)
+    np.testing.assert_allclose(kernels["delta_us"], expected)
     (row,) = result["cycles"].to_pylist()
     assert row["base_cycle_us"] == 700.0 and row["new_cycle_us"] == pytest.approx(771.0)
     assert (row["base_iterations"], row["new_iterations"], row["base_kernels"], row["new_kernels"]) == (10, 0, 6, 6)

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from gpuan.cli.arguments import nonempty
+from gpuan.compare import MODES
 from gpuan.errors import TraceError, UsageError
 
 
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("new", help="new cycle CSV (with --all: the BASE of the new run)")
     p.add_argument("-o", "--output", type=nonempty, required=True, metavar="OUT", help="OUT.xlsx or OUT.csv")
     p.add_argument(
-        "--mode", choices=("align", "match"), default="align",
+        "--mode", choices=MODES, default="align",
         help="align: best rotation + longest common subsequence of signatures (default); "
         "match: by name, then by signature",
     )  # fmt: skip

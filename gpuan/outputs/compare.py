@@ -36,12 +36,13 @@ def _runs(result: Result) -> bool:
 
 def _pair_frames(result: Result) -> list[tuple[dict, pd.DataFrame]]:
     """Return, per pair of cycles, its ``cycles`` row (a dict) and its kernel pairs as a DataFrame
-    (the ``kernels`` columns without ``pair``, NaN for the missing side's numbers)."""
+    (the ``kernels`` columns without ``pair``, in the order of the CSV and XLSX, then ``delta_us``; NaN for
+    the missing side's numbers)."""
     kernels = result.to_pandas("kernels")
     out = []
     for row in result["cycles"].to_pylist():
         frame = kernels[kernels["pair"] == row["pair"]].drop(columns=["pair"]).reset_index(drop=True)
-        out.append((row, frame[list(COLUMNS)]))
+        out.append((row, frame[[*COLUMNS, "delta_us"]]))
     return out
 
 
@@ -60,8 +61,7 @@ def _summary_lines(row: dict, frame: pd.DataFrame, top: int) -> list[str]:
     lines.append(f"  cycle time {before} -> {after} ({change(_percent(row['change_pct']))})")
     if top <= 0 or frame.empty:
         return lines
-    # a kernel missing on one side counts with 0 µs there: removing or adding it is a time change too
-    delta = frame["new_avg"].fillna(0.0) - frame["base_avg"].fillna(0.0)
+    delta = frame["delta_us"]
     lines.append("  largest time changes:")
     for k in delta.abs().sort_values(ascending=False, kind="stable").index[:top]:
         pair = frame.loc[k]

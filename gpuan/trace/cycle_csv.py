@@ -13,7 +13,7 @@ import pandas as pd
 from gpuan.errors import TraceError
 from gpuan.trace.inputs import CycleTable
 
-__all__ = ["CycleTable", "cycle_files", "read_cycle_csv"]
+__all__ = ["cycle_files", "read_cycle_csv"]
 
 
 def _number(text: str) -> float | None:
@@ -45,7 +45,7 @@ def _records(path: str | os.PathLike) -> list[tuple[int, list[str]]]:
 
 def read_cycle_csv(path: str | os.PathLike) -> CycleTable:
     """Return the cycle CSV at `path` (written by gpuan or uplifter; old files without ``#`` rows too) as a
-    :class:`CycleTable`.
+    :class:`~gpuan.trace.inputs.CycleTable`.
 
     Needs the ``kernel_name`` and ``avg_duration_us`` columns; min/max/stddev default to 0. A file that is
     no such CSV, or has a short row or a duration that is not a number, raises :class:`TraceError`.

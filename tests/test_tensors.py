@@ -389,13 +389,16 @@ def test_analyse_returns_a_result_of_arrow_tables(stories, tmp_path):
     assert s["entries"] < s["capacity"] == 2048 and s["overflow"] == 0
     assert [c["check"] for c in s["checks"]] == ["timestamps", "offsets", "layout", "capacity"]
     assert all(c["ok"] for c in s["checks"])
+    # a dense model: no expert numbers; the hot/cold points grow with the share of the accesses
+    assert (s["expert_layers"], s["experts_per_layer"], s["hottest_expert"], s["expert_reuse"]) == (0, 0, None, None)
+    assert 0 < s["file_share_at_50"] <= s["file_share_at_90"] <= s["file_share_at_99"] <= 1
     assert json.loads(json.dumps(s)) == s  # plain values only
     with pytest.raises(KeyError, match="tensors has no table 'nope'"):
         result.to_pandas("nope")
 
 
 def test_analyse_refuses_unknown_options_and_formats(moe):
-    with pytest.raises(UsageError, match="unknown option\\(s\\) max_point; the options are time_bins"):
+    with pytest.raises(TypeError, match="max_point"):
         analyze(moe["logs"]["seed64"], moe["gguf"], max_point=10)
     with pytest.raises(UsageError, match="unknown log format 'seed128'"):
         load_tensor_inputs(moe["logs"]["seed64"], moe["gguf"], log_format="seed128")
@@ -456,6 +459,12 @@ def test_analysis_matches_raw_entries(moe, fmt):
     assert a.summary["accesses"] == len(acc)
     assert len(exp["experts"]) == 2 * EXPERTS  # every expert of both layers was used
     assert_tables_match(a.to_pandas(), exp)
+    # the summary's MoE numbers are those of the tables
+    experts, reuse = a.to_pandas("experts"), a.to_pandas("expert_reuse")
+    hot = experts.loc[experts["accesses"].idxmax()]
+    assert (a.summary["expert_layers"], a.summary["experts_per_layer"]) == (2, EXPERTS)
+    assert a.summary["hottest_expert"]["share"] == pytest.approx(hot["share"])
+    assert a.summary["expert_reuse"] == pytest.approx(reuse["reuse"].mean())
     assert exp["outside"] == 0 == checks(a)["offsets"]["accesses"]
     found = checks(a)
     assert found["offsets"]["ok"] and found["layout"]["ok"] and found["timestamps"]["ok"]
@@ -738,7 +747,7 @@ def test_windows_are_bounded_memmaps_and_change_nothing(moe, fmt):
     del got
 
     one = analyze(path, moe["gguf"])
-    small = analyze(path, moe["gguf"], rows=rows)
+    small = analyze(path, moe["gguf"], window_entries=rows)
     assert one.tables.keys() == small.tables.keys()
     for name in one.tables:
         pd.testing.assert_frame_equal(small.to_pandas(name), one.to_pandas(name), obj=name)
@@ -1283,8 +1292,8 @@ def test_gpu_engine_gives_the_cpu_tables(moe, fmt, tmp_path):
     if fmt == "seed64":
         names = tmp_path / "names.csv"
         st.names_table(moe["model"], st.template(moe["model"])).to_csv(names, index=False)
-    cpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, rows=97, engine=CPU)
-    on_gpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, rows=97, engine=gpu)
+    cpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, window_entries=97, engine=CPU)
+    on_gpu = analyze(moe["logs"][fmt], moe["gguf"], names=names, window_entries=97, engine=gpu)
     assert on_gpu.summary["engine"] == "gpu"
     for name in cpu.tables:
         pd.testing.assert_frame_equal(on_gpu.to_pandas(name), cpu.to_pandas(name), obj=name)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 
 from gpuan.cli.arguments import between, count, nonempty
+from gpuan.tensors.limits import MAX_POINTS
 
 OUTPUT_FORMATS = ("text", "json")
-MAX_POINTS = 500_000  # points of one scatter or 3-D view: WebGL fails beyond this (the parser stays light:
-# gpuan.outputs.tensors, which caps the 3-D view by the same limit, imports pandas and pyarrow)
 
 
 def _output_format(text: str) -> str:

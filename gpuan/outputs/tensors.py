@@ -15,11 +15,8 @@ import pandas as pd
 from gpuan.outputs.files import write_frames, write_text
 from gpuan.outputs.numbers import duration, size_text
 from gpuan.result import Result
-from gpuan.tensors import REPORT_TABLES
-from gpuan.tensors.tables import file_share_for
-
-MAX_POINTS_3D = 500_000  # points of one scatter or 3-D view: WebGL fails beyond this
-
+from gpuan.tensors import MAX_POINTS, REPORT_TABLES
+from gpuan.tensors.analysis import HOT_ACCESS_SHARES
 
 # ---------------------------------------------------------------------------------------------------------
 # the checks in words
@@ -96,6 +93,11 @@ def checks_frame(result: Result) -> pd.DataFrame:
 # console text and JSON
 
 
+def _share(value: float | None, places: int = 1) -> str:
+    """`value` as a percentage; None (a share of nothing) as ``nan%``, as pandas' mean of nothing reads."""
+    return f"{float('nan') if value is None else value:.{places}%}"
+
+
 def _header(result: Result) -> list[str]:
     """The lines on the log, the model, the span and the weights against the intermediates."""
     summary = result.summary
@@ -114,7 +116,7 @@ def _header(result: Result) -> list[str]:
 
 def _coverage(result: Result) -> list[str]:
     """The lines on bytes per token, the share of the file never touched and the hot/cold curve."""
-    summary, tokens, curve = result.summary, result.to_pandas("tokens"), result.to_pandas("hot_curve")
+    summary, tokens = result.summary, result.to_pandas("tokens")
     lines = []
     if len(tokens):
         lines.append(
@@ -127,8 +129,9 @@ def _coverage(result: Result) -> list[str]:
         f"never touched: {cold / max(data, 1):.1%} of the data section ({size_text(cold)} of {size_text(data)}, "
         f"{summary['page_bytes'] // 1024} KiB pages)"
     )
-    if len(curve) and curve["accesses"].sum():
-        points = ", ".join(f"{p:.0%} -> {file_share_for(curve, p):.1%}" for p in (0.5, 0.9, 0.99))
+    shares = [summary[f"file_share_at_{round(share * 100)}"] for share in HOT_ACCESS_SHARES]
+    if shares[0] is not None:
+        points = ", ".join(f"{p:.0%} -> {_share(f)}" for p, f in zip(HOT_ACCESS_SHARES, shares))
         lines.append(f"hot/cold: share of accesses -> share of the file: {points}")
     return lines
 
@@ -152,14 +155,12 @@ def _listings(result: Result, top: int) -> list[str]:
             f"  {row.accesses:>10,} {size_text(row.bytes_accessed):>10} {size_text(row.file_bytes):>10} "
             f"{size_text(row.untouched_bytes):>10}  {row.component}{kind}"
         )
-    experts = result.to_pandas("experts")
-    if len(experts):
-        reuse = result.to_pandas("expert_reuse")
-        hot = experts.sort_values("accesses", ascending=False).iloc[0]
+    summary, hot = result.summary, result.summary["hottest_expert"]
+    if summary["expert_layers"]:
         lines.append(
-            f"experts: {experts['expert'].nunique()} per layer in {experts['layer'].nunique()} layers; hottest "
-            f"layer {int(hot['layer'])} expert {int(hot['expert'])} ({hot['share']:.0%} of its layer); "
-            f"reuse between consecutive tokens {reuse['reuse'].mean():.0%}"
+            f"experts: {summary['experts_per_layer']} per layer in {summary['expert_layers']} layers; hottest "
+            f"layer {hot['layer']} expert {hot['expert']} ({hot['share']:.0%} of its layer); "
+            f"reuse between consecutive tokens {_share(summary['expert_reuse'], 0)}"
         )
     return lines
 
@@ -357,7 +358,7 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
         yaxis_title="file offset (MB)",
     )
     in_file_count = int(in_file.sum())
-    limit = min(max_points_3d or result.summary["max_points"], MAX_POINTS_3D)
+    limit = min(max_points_3d or result.summary["max_points"], MAX_POINTS)
     pick = np.linspace(0, in_file_count - 1, min(in_file_count, limit)).astype(np.int64)
     cloud = _figure(
         go.Scatter3d(

@@ -39,7 +39,7 @@ class Options:
     max_points: int = 200_000
     page_bytes: int = 4096
     gap_ns: int = 10_000_000
-    rows: int = 1 << 19
+    window_entries: int = 1 << 19
 
 
 @dataclass
@@ -512,7 +512,7 @@ def scan(inputs: TensorInputs, options: Options, engine: Engine) -> Scanned:
         _Timestamps(engine, options.gap_ns),
         _Sample(engine, inputs.log.entries, options.max_points),
     )
-    for start, columns in inputs.windows(options.rows):
+    for start, columns in inputs.windows(options.window_entries):
         window = join.window(start, columns)
         del columns
         if window is None:

@@ -24,10 +24,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the sample trace and show what gpuan info, cycles and sol make of it; returns the exit code."""
     from gpuan.cli import cycles, info
+    from gpuan.cli.loading import load_trace
     from gpuan.engine import current
     from gpuan.outputs.files import make_dir
     from gpuan.synth.kineto import sample_trace_path
-    from gpuan.trace.load import load
 
     directory = Path(args.dir) if args.dir else Path(tempfile.gettempdir()) / "gpuan-demo"
     make_dir(directory)
@@ -46,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
     from gpuan.outputs.sol import text
     from gpuan.sol import analyse
 
-    print(text(analyse(load(str(path))), top=5), end="")
+    print(text(analyse(load_trace(str(path))), top=5), end="")
     return 0

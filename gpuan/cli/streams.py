@@ -49,11 +49,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
     from gpuan.cli.loading import load_trace
+    from gpuan.jit_cache import compiled_on_disk
     from gpuan.outputs import streams as output
-    from gpuan.streams import analyse
-    from gpuan.streams.simulate import is_compiled
+    from gpuan.streams import analyse, simulate
 
-    if sys.stderr.isatty() and not is_compiled():  # a note for people, not for scripts
+    # a note for people, not for scripts: without numba's on-disk cache the first simulation compiles the
+    # event loop
+    if sys.stderr.isatty() and not compiled_on_disk(simulate._run):
         print("gpuan: compiling the stream simulator (first run only, about 15 seconds)", file=sys.stderr)
     trace = load_trace(args.trace)
     measured = load_trace(args.measured) if args.measured else None

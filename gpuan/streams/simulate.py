@@ -53,7 +53,6 @@ import numpy as np
 from numba import njit
 
 from gpuan.devices import GPU
-from gpuan.jit_cache import compiled_on_disk
 from gpuan.streams.occupancy import WARP, block_needs, fit, sm_capacity
 from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, Workload
 
@@ -218,12 +217,6 @@ def _reporting(args: tuple, done: np.ndarray, total: int, progress: Callable[[in
     if isinstance(out[0], BaseException):
         raise out[0]
     return out[0]
-
-
-def is_compiled() -> bool:
-    """Return whether numba's on-disk cache holds the compiled event loop (else the first simulation
-    compiles it, about 15 seconds)."""
-    return compiled_on_disk(_run)
 
 
 def _direction(kind: int) -> int:

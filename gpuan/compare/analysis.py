@@ -101,9 +101,9 @@ def analyse_runs(
     mode: str = "align",
 ) -> Result:
     """Return the comparison of every cycle of two runs, `runs` = (the baseline's cycle tables, the new
-    run's), as a Result ``compare``: the cycles paired by
-    :func:`pair_cycles` (most similar first, none below :data:`~gpuan.compare.similarity.MIN_SIMILARITY`), then each pair's kernels
-    as :func:`analyse` does (tables ``kernels`` and ``cycles``: one row per pair, none when no cycle
+    run's), as a Result ``compare``: the cycles paired by :func:`~gpuan.compare.similarity.pair_cycles`
+    (most similar first, none below :data:`~gpuan.compare.similarity.MIN_SIMILARITY`), then each pair's
+    kernels as :func:`analyse` does (tables ``kernels`` and ``cycles``: one row per pair, none when no cycle
     resembles another).
 
     Summary: ``mode``, ``pairs``, ``unpaired_base`` and ``unpaired_new`` (the files of the cycles left

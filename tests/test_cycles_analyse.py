@@ -19,20 +19,21 @@ TABLES = ["sequences", "segments", "cycles", "instances", "positions", "patterns
 SUMMARY = ["kind", "mode", "ops", "sequences", "events", "segments", "patterns", "phases"]
 
 
-@pytest.fixture(scope="module")
-def v100(data_dir):
-    path = data_dir / "kineto" / "v100_rank0_ns_resolution.json.gz"
+def _real(data_dir, name: str):
+    path = data_dir / "kineto" / name
     if not path.is_file():
         pytest.skip(f"{path} not found")
     return gpuan.load(path)
+
+
+@pytest.fixture(scope="module")
+def v100(data_dir):
+    return _real(data_dir, "v100_rank0_ns_resolution.json.gz")
 
 
 @pytest.fixture(scope="module")
 def tiny_lm(data_dir):
-    path = data_dir / "kineto" / "cpu_tiny_lm_prefill_decode.json.gz"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
-    return gpuan.load(path)
+    return _real(data_dir, "cpu_tiny_lm_prefill_decode.json.gz")
 
 
 def test_tables_and_summary(v100):

@@ -25,6 +25,7 @@ ANALYSES = ("info", "cycles", "compare", "sol", "streams", "tensors", "replay")
 TRACE_MODEL = {
     "gpuan.trace",  # the package itself, for `from gpuan.trace import <model module>`
     "gpuan.trace.schema",
+    "gpuan.trace.kinds",
     "gpuan.trace.table",
     "gpuan.trace.launch",
     "gpuan.trace.launch_dims",

@@ -773,7 +773,8 @@ def parquet_truth(case: Case) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from gpuan.trace.schema import KINDS, SCHEMA
+    from gpuan.trace.kinds import KINDS
+    from gpuan.trace.schema import SCHEMA
 
     try:
         t = _read_parquet(case.path)

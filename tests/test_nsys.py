@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 from gpuan.errors import TraceError
+from gpuan.trace.kinds import KINDS
 from gpuan.trace.nsys import read_nsys
-from gpuan.trace.schema import KINDS, SCHEMA
+from gpuan.trace.schema import SCHEMA
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SAMPLE = DATA / "nsys" / "saxpy_mpi_cuda_rank0.sqlite"

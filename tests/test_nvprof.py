@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpuan.errors import TraceError
+from gpuan.trace.kinds import KINDS
 from gpuan.trace.nvprof import read_nvprof
-from gpuan.trace.schema import KINDS, SCHEMA
+from gpuan.trace.schema import SCHEMA
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 NVPROF = DATA / "nvprof"

@@ -12,7 +12,8 @@ import pytest
 
 from gpuan.engine.procs import Procs, from_launcher
 from gpuan.errors import TraceError, UsageError
-from gpuan.replay import REPORTS, analyse
+from gpuan.options import REPLAY_REPORTS
+from gpuan.replay import analyse
 from gpuan.result import Result
 from gpuan.trace.inputs import RankSource, RunSources
 from gpuan.trace.ranks import load_run
@@ -59,7 +60,7 @@ def test_analyse_returns_arrow_tables_and_a_json_summary(gloo, data_dir):
     assert gloo["clock_offsets"].column_names == ["rank", "offset_ns"]
     s = gloo.summary
     assert s["source"] == str(data_dir / GLOO) and s["ranks"] == [0, 1, 2, 3] and s["processes"] == 1
-    assert s["analyses"] == list(REPORTS) and s["clocks_aligned"] is False
+    assert s["analyses"] == list(REPLAY_REPORTS) and s["clocks_aligned"] is False
     assert s["last_to_finish"]["rank"] in (0, 1, 2, 3) and s["last_to_finish"]["end_ns"] > 0
     (process,) = s["diagnostics"]["per_process"]
     assert {"read", "extract", "exchange", "analyse", "total", "events"} <= set(process)

@@ -9,7 +9,6 @@ import sys
 from gpuan import __version__
 from gpuan.cli.arguments import engine_choice
 from gpuan.cli.pipes import tolerant_output
-from gpuan.engine import select
 from gpuan.errors import TraceError, UsageError
 from gpuan.outputs.files import all_or_none
 
@@ -53,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)  # --help and usage errors print too
         previous = _exit_on_sigterm()
         try:
+            from gpuan.engine import select  # after parsing: numpy and pyarrow are not needed to say --help
+
             select(args.device)
             with all_or_none():
                 return args.run(args) or 0

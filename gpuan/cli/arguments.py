@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from gpuan.options import ENGINES
+
 
 def _integer(text: str) -> int:
     try:
@@ -44,12 +46,10 @@ def between(low: int, high: int, why: str = "") -> Callable[[str], int]:
 
 def engine_choice(text: str) -> str:
     """Return `text` as an engine name (auto, cpu, gpu); a GPU model given here is pointed to ``--gpu``."""
-    from gpuan.engine import CHOICES
-
-    if text.lower() in CHOICES:
+    if text.lower() in ENGINES:
         return text.lower()
     raise argparse.ArgumentTypeError(
-        f"{text!r} is not an engine (choose from {', '.join(CHOICES)}); a GPU model is named with --gpu {text}"
+        f"{text!r} is not an engine (choose from {', '.join(ENGINES)}); a GPU model is named with --gpu {text}"
     )
 
 

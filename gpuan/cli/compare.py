@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 
 from gpuan.cli.arguments import nonempty
-from gpuan.compare import MODES
 from gpuan.errors import TraceError, UsageError
+from gpuan.options import COMPARE_MODES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("new", help="new cycle CSV (with --all: the BASE of the new run)")
     p.add_argument("-o", "--output", type=nonempty, required=True, metavar="OUT", help="OUT.xlsx or OUT.csv")
     p.add_argument(
-        "--mode", choices=MODES, default="align",
+        "--mode", choices=COMPARE_MODES, default="align",
         help="align: best rotation + longest common subsequence of signatures (default); "
         "match: by name, then by signature",
     )  # fmt: skip

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from gpuan.cli.arguments import nonempty
-from gpuan.cycles.options import MODES, OP_LEVELS, SPLITS
-from gpuan.trace.schema import KINDS
+from gpuan.options import CYCLES_MODES, CYCLES_OPS, CYCLES_SEQUENCES
+from gpuan.trace.kinds import KINDS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,19 +21,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="BASE",
         help="write BASE_cycle_<k>.csv (all) or BASE_prefill/decode.csv (llm)",
     )
-    p.add_argument("--mode", choices=MODES, default="all", help="which patterns to write (default all)")
+    p.add_argument("--mode", choices=CYCLES_MODES, default="all", help="which patterns to write (default all)")
     p.add_argument(
         "--kind", choices=KINDS, default="kernel", help="events to analyse (default kernel; cpu_op for CPU-only traces)"
     )
     p.add_argument(
         "--ops",
-        choices=OP_LEVELS,
+        choices=CYCLES_OPS,
         default="top",
         help="CPU operators: top-level (default), leaves, or all",
     )
     p.add_argument(
         "--sequences",
-        choices=SPLITS,
+        choices=CYCLES_SEQUENCES,
         default="group",
         help="GPU events: one sequence per stream, per stream group (compute apart from communication; "
         "default) or per device (all streams merged)",

@@ -10,8 +10,8 @@ from gpuan.cli.arguments import count, nonempty
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
+    from gpuan.options import REPLAY_DEALS, REPLAY_REPORTS
     from gpuan.outputs.files import TABLE_FORMATS
-    from gpuan.replay import DEALS, REPORTS
 
     p = sub.add_parser(
         "replay", help="cross-rank analysis of a run's per-rank traces (runs under mpirun too)",
@@ -20,12 +20,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "matrix. Under 'mpirun -np P gpuan replay ...' each process reads only its share of the ranks.",
     )  # fmt: skip
     p.add_argument("run_dir", metavar="RUN_DIR", help="directory of per-rank traces, or an OTF2 archive")
-    p.add_argument("--analysis", default=",".join(REPORTS), metavar="LIST",
-                   help=f"comma-separated, from: {', '.join(REPORTS)} (default: all)")  # fmt: skip
+    p.add_argument("--analysis", default=",".join(REPLAY_REPORTS), metavar="LIST",
+                   help=f"comma-separated, from: {', '.join(REPLAY_REPORTS)} (default: all)")  # fmt: skip
     p.add_argument("-o", "--output", type=nonempty, metavar="OUT", help="directory to write the tables to")
     p.add_argument("--table-format", choices=TABLE_FORMATS, default="csv", help="format of the tables (default: csv)")
     p.add_argument("--html", type=nonempty, metavar="FILE.html", help="write the HTML view")
-    p.add_argument("--deal", choices=DEALS, default="round-robin",
+    p.add_argument("--deal", choices=REPLAY_DEALS, default="round-robin",
                    help="how ranks are shared among processes: rank r to process r %% P, or by file size")  # fmt: skip
     p.add_argument("--align-clocks", action="store_true",
                    help="apply the clock offsets estimated from collective completion before matching")  # fmt: skip

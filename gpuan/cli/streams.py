@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from gpuan.cli.arguments import nonempty, positive
-from gpuan.streams.simulate import LAUNCH_ORDERS, UNDIMENSIONED
+from gpuan.options import STREAMS_LAUNCH_ORDERS, STREAMS_UNDIMENSIONED
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--streams", type=positive, required=True, metavar="N", help="number of streams to predict")
     p.add_argument(
         "--launch-order",
-        choices=LAUNCH_ORDERS,
+        choices=STREAMS_LAUNCH_ORDERS,
         default="breadth",
         help="host issue order: operation k of every stream first (breadth, default) or stream by stream",
     )
@@ -26,10 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stream", type=int, help="which stream's work to use, if the trace has several")
     p.add_argument(
         "--undimensioned",
-        choices=tuple(UNDIMENSIONED),
+        choices=tuple(STREAMS_UNDIMENSIONED),
         default="device",
         help="what a kernel without grid/block sizes is taken to be (both totals are printed either way): "
-        + "; ".join(f"{k}: {v}" for k, v in UNDIMENSIONED.items())
+        + "; ".join(f"{k}: {v}" for k, v in STREAMS_UNDIMENSIONED.items())
         + " (default: device)",
     )
     p.add_argument(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from gpuan.cli.arguments import between, count, nonempty
-from gpuan.tensors.limits import MAX_POINTS
+from gpuan.options import TENSORS_MAX_POINTS
 
 OUTPUT_FORMATS = ("text", "json")
 
@@ -17,11 +17,11 @@ OUTPUT_FORMATS = ("text", "json")
 def _output_format(text: str) -> str:
     """Return `text` as an output format; a log layout given here (the option's old meaning) is pointed to
     ``--log-format``."""
-    from gpuan.trace.tensorlog.formats import FORMATS
+    from gpuan.options import TENSOR_LOG_FORMATS
 
     if text in OUTPUT_FORMATS:
         return text
-    if text in (*FORMATS, "auto"):
+    if text in (*TENSOR_LOG_FORMATS, "auto"):
         raise argparse.ArgumentTypeError(
             f"{text!r} is a log layout: give it with --log-format {text} (--format is the output: text or json)"
         )
@@ -30,8 +30,8 @@ def _output_format(text: str) -> str:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
+    from gpuan.options import TENSOR_LOG_FORMATS
     from gpuan.outputs.files import TABLE_FORMATS
-    from gpuan.trace.tensorlog.formats import FORMATS
 
     p = sub.add_parser(
         "tensors",
@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--buffers", metavar="EVENTS.jsonl", help="buffer alloc/dealloc events (JSON lines)")
     p.add_argument(
         "--log-format",
-        choices=(*FORMATS, "auto"),
+        choices=(*TENSOR_LOG_FORMATS, "auto"),
         default="auto",
         help="log entry layout (default: auto, by plausibility of the fields)",
     )
@@ -64,9 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-points",
-        type=between(1, MAX_POINTS, " (WebGL fails beyond)"),
+        type=between(1, TENSORS_MAX_POINTS, " (WebGL fails beyond)"),
         default=200_000,
-        help=f"accesses sampled for the scatter and 3-D views (1 to {MAX_POINTS:,}; default 200,000)",
+        help=f"accesses sampled for the scatter and 3-D views (1 to {TENSORS_MAX_POINTS:,}; default 200,000)",
     )
     p.add_argument("--top", type=count, default=10, help="hottest tensors to list (default: 10; 0: none)")
     p.add_argument(

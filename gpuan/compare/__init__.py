@@ -17,7 +17,7 @@ similarity of their time shares per kernel signature, then the kernels of each p
 """
 
 from gpuan.compare.analysis import analyse, analyse_runs
-from gpuan.compare.pairing import MATCH_TYPES, MODES
+from gpuan.compare.pairing import MATCH_TYPES
 from gpuan.compare.similarity import MIN_SIMILARITY
 
-__all__ = ["MATCH_TYPES", "MIN_SIMILARITY", "MODES", "analyse", "analyse_runs"]
+__all__ = ["MATCH_TYPES", "MIN_SIMILARITY", "analyse", "analyse_runs"]

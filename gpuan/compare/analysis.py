@@ -8,10 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from gpuan.compare.pairing import COLUMNS, MATCH_TYPES, MODES, pair_kernels
+from gpuan.compare.pairing import COLUMNS, MATCH_TYPES, pair_kernels
 from gpuan.compare.similarity import cycle_change_pct, cycle_time_us, pair_cycles, similarity
 from gpuan.engine import Engine, resolve
 from gpuan.errors import UsageError
+from gpuan.options import COMPARE_MODES
 from gpuan.result import Result
 from gpuan.trace.inputs import CycleTable
 
@@ -65,8 +66,8 @@ def _empty_kernels() -> pa.Table:
 
 
 def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise UsageError(f"unknown compare mode {mode!r}; choose one of {', '.join(MODES)}")
+    if mode not in COMPARE_MODES:
+        raise UsageError(f"unknown compare mode {mode!r}; choose one of {', '.join(COMPARE_MODES)}")
 
 
 def analyse(

@@ -22,7 +22,6 @@ COLUMNS = (
     "new_kernel", "new_avg", "new_min", "new_max", "new_std", "change_pct", "match_type",
 )  # fmt: skip
 MATCH_TYPES = ("exact", "similar", "removed", "new_only")
-MODES = ("align", "match")
 _STATS = ("avg_duration_us", "min_duration_us", "max_duration_us", "stddev_us")
 
 

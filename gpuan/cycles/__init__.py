@@ -8,14 +8,10 @@ with their outer cycle and sub-cycles, and ``distinct_patterns`` flattens those 
 
 from gpuan.cycles.analysis import analyse
 from gpuan.cycles.detect import Cycle, Segment, SequenceCycles, detect
-from gpuan.cycles.options import MODES, OP_LEVELS, SPLITS
 from gpuan.cycles.patterns import Pattern, distinct_patterns
 from gpuan.cycles.sequence import Sequence, sequences
 
 __all__ = [
-    "MODES",
-    "OP_LEVELS",
-    "SPLITS",
     "Cycle",
     "Pattern",
     "Segment",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from gpuan.cycles import tables
 from gpuan.cycles.detect import detect
-from gpuan.cycles.options import MODES, OP_LEVELS, SPLITS
 from gpuan.cycles.patterns import distinct_patterns, llm_phases
 from gpuan.engine import Engine, resolve
 from gpuan.errors import UsageError
+from gpuan.options import CYCLES_MODES, CYCLES_OPS, CYCLES_SEQUENCES
 from gpuan.result import Result
-from gpuan.trace.schema import KINDS
+from gpuan.trace.kinds import KINDS
 from gpuan.trace.table import Trace
 
 
@@ -45,10 +45,10 @@ def analyse(
     Summary: ``kind``, ``mode``, ``ops``, ``sequences`` (the options), ``events`` (searched, all
     sequences), ``segments``, ``patterns`` and ``phases`` (their names). A trace without events of `kind`
     gives empty tables and ``events`` 0."""
-    _check("mode", mode, MODES)
+    _check("mode", mode, CYCLES_MODES)
     _check("kind", kind, KINDS)
-    _check("ops", ops, OP_LEVELS)
-    _check("sequences", sequences, SPLITS)
+    _check("ops", ops, CYCLES_OPS)
+    _check("sequences", sequences, CYCLES_SEQUENCES)
     found = detect(trace, kind, sequences=sequences, ops=ops, engine=resolve(engine))
     patterns = distinct_patterns(found)
     phases = llm_phases(found) if mode == "llm" else {}

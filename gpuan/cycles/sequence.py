@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.cycles.options import OP_LEVELS, SPLITS
+from gpuan.options import CYCLES_OPS, CYCLES_SEQUENCES
 from gpuan.trace.schema import UNNAMED
 from gpuan.trace.table import Trace
 
@@ -221,10 +221,10 @@ def sequences(trace: Trace, kind: str = "kernel", *, sequences: str = "group", o
     (all of a device's streams in one). CPU kinds: one per rank, process and thread, keeping the
     top-level operators, the leaves, or all (`ops`).
     """
-    if ops not in OP_LEVELS:
-        raise ValueError(f"ops must be one of {OP_LEVELS}, not {ops!r}")
-    if sequences not in SPLITS:
-        raise ValueError(f"sequences must be one of {SPLITS}, not {sequences!r}")
+    if ops not in CYCLES_OPS:
+        raise ValueError(f"ops must be one of {CYCLES_OPS}, not {ops!r}")
+    if sequences not in CYCLES_SEQUENCES:
+        raise ValueError(f"sequences must be one of {CYCLES_SEQUENCES}, not {sequences!r}")
     table = _rows_of_kind(trace, kind)
     if table["ts"].null_count:
         # an event without a start has no place in time order (as time 0 it would break the first cycle)

@@ -16,8 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.errors import UsageError
-
-CHOICES = ("auto", "cpu", "gpu")
+from gpuan.options import ENGINES
 
 
 class EngineError(UsageError):
@@ -91,8 +90,8 @@ def select(choice: str | None) -> Engine:
     """Set the engine for this process ("auto", "cpu", "gpu"; None keeps the environment's) and return
     it. Raises EngineError for "gpu" where there is none."""
     global _selected
-    if choice is not None and choice not in CHOICES:
-        raise EngineError(f"unknown device {choice!r}; choose one of {', '.join(CHOICES)}")
+    if choice is not None and choice not in ENGINES:
+        raise EngineError(f"unknown device {choice!r}; choose one of {', '.join(ENGINES)}")
     _selected = choice
     return current()
 
@@ -104,16 +103,16 @@ def resolve(engine: Engine | str | None) -> Engine:
         return engine
     if engine is None:
         return current()
-    if engine not in CHOICES:
-        raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(CHOICES)}")
+    if engine not in ENGINES:
+        raise EngineError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     return _named(engine, asked_by=f"engine {engine!r}")
 
 
 def current() -> Engine:
     """Return the engine in force (see the module docstring for the order of choice)."""
     choice = _selected or os.environ.get("GPUAN_DEVICE", "auto").lower()
-    if choice not in CHOICES:
-        raise EngineError(f"GPUAN_DEVICE={choice!r} is not one of {', '.join(CHOICES)}")
+    if choice not in ENGINES:
+        raise EngineError(f"GPUAN_DEVICE={choice!r} is not one of {', '.join(ENGINES)}")
     # name the setting the user actually made, so that an error points at the command line or the environment
     return _named(choice, asked_by="--device gpu" if _selected else "GPUAN_DEVICE=gpu")
 

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
 from gpuan.result import Result
-from gpuan.trace.schema import KINDS
+from gpuan.trace.kinds import KINDS
 from gpuan.trace.table import NULL64, Trace
 
 GPU_ACTIVITY = ("kernel", "memcpy", "memset")

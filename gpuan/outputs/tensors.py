@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpuan.options import TENSORS_MAX_POINTS
 from gpuan.outputs.files import write_frames, write_text
 from gpuan.outputs.numbers import duration, size_text
 from gpuan.result import Result
-from gpuan.tensors import MAX_POINTS, REPORT_TABLES
+from gpuan.tensors import REPORT_TABLES
 from gpuan.tensors.analysis import HOT_ACCESS_SHARES
 
 # ---------------------------------------------------------------------------------------------------------
@@ -358,7 +359,7 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
         yaxis_title="file offset (MB)",
     )
     in_file_count = int(in_file.sum())
-    limit = min(max_points_3d or result.summary["max_points"], MAX_POINTS)
+    limit = min(max_points_3d or result.summary["max_points"], TENSORS_MAX_POINTS)
     pick = np.linspace(0, in_file_count - 1, min(in_file_count, limit)).astype(np.int64)
     cloud = _figure(
         go.Scatter3d(

@@ -3,8 +3,9 @@ breakdown and communication matrix, as one process or as an MPI job (``mpirun -n
 
 ``analyse(load_run(path))`` (:func:`gpuan.trace.ranks.load_run`) returns a Result with the tables
 ``collectives``, ``collective_waits``, ``p2p``, ``wait_totals``, ``stragglers``, ``breakdown``,
-``comm_matrix`` (those of the reports chosen from :data:`REPORTS`) and ``clock_offsets``. It runs as one
-process unless handed MPI's processes (``procs=gpuan.engine.procs.from_launcher()``, what the command does).
+``comm_matrix`` (those of the reports chosen from :data:`gpuan.options.REPLAY_REPORTS`) and
+``clock_offsets``. It runs as one process unless handed MPI's processes
+(``procs=gpuan.engine.procs.from_launcher()``, what the command does).
 
 Data flows one way: :mod:`deal` shares the ranks' sources among the processes, :mod:`comms` turns each
 rank's events into communication records, :mod:`collectives` and :mod:`p2p` find the wait states (with
@@ -12,7 +13,6 @@ rank's events into communication records, :mod:`collectives` and :mod:`p2p` find
 builds the tables on process 0. :mod:`analysis` ties them together.
 """
 
-from gpuan.replay.analysis import REPORTS, analyse
-from gpuan.replay.deal import DEALS
+from gpuan.replay.analysis import analyse
 
-__all__ = ["DEALS", "REPORTS", "analyse"]
+__all__ = ["analyse"]

@@ -20,6 +20,7 @@ import pyarrow as pa
 from gpuan.engine import Engine, resolve
 from gpuan.engine.procs import Procs
 from gpuan.errors import TraceError, UsageError
+from gpuan.options import REPLAY_REPORTS
 from gpuan.replay.breakdown import BREAKDOWN, RankTime, breakdown, rank_time
 from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
@@ -31,7 +32,6 @@ from gpuan.trace.inputs import RunSources
 from gpuan.trace.table import Trace
 
 #: the replay's reports, what ``analyses=`` (the CLI's ``--analysis``) chooses from
-REPORTS = ("waits", "stragglers", "breakdown", "comm-matrix")
 
 
 @dataclass
@@ -73,13 +73,13 @@ def analyse(
     sources: RunSources,
     *,
     engine: Engine | str | None = None,
-    analyses: tuple[str, ...] = REPORTS,
+    analyses: tuple[str, ...] = REPLAY_REPORTS,
     deal: str = "round-robin",
     align_clocks: bool = False,
     procs: Procs | None = None,
 ) -> Result | None:
     """Replay the per-rank sources of a run (:func:`gpuan.trace.ranks.load_run`) and return, on process 0,
-    the Result of the `analyses` (some of :data:`REPORTS`; None on the other processes, which only helped).
+    the Result of the `analyses` (some of :data:`REPLAY_REPORTS`; None on the other processes, which only helped).
 
     `deal` shares the ranks among the processes ("round-robin" or "size"); `align_clocks` applies the
     clock offsets estimated from collective completion before matching; `procs` are the processes that
@@ -89,9 +89,9 @@ def analyse(
     records); the engine is only checked. Raises TraceError, the same on every process, when a rank
     cannot be read; UsageError for an unknown analysis or deal."""
     resolve(engine)
-    unknown = sorted(set(analyses) - set(REPORTS))
+    unknown = sorted(set(analyses) - set(REPLAY_REPORTS))
     if unknown:
-        raise UsageError(f"unknown analysis {', '.join(unknown)}; choose from {', '.join(REPORTS)}")
+        raise UsageError(f"unknown analysis {', '.join(unknown)}; choose from {', '.join(REPLAY_REPORTS)}")
     procs = procs or Procs()
     clock: dict[str, float] = {}
     start = time.perf_counter()

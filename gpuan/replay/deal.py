@@ -5,16 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.errors import UsageError
+from gpuan.options import REPLAY_DEALS
 from gpuan.trace.inputs import RunSources
-
-DEALS = ("round-robin", "size")
 
 
 def deal(sizes: list[int], n_procs: int, how: str = "round-robin") -> list[int]:
     """Return the replay process of each source: source i (in rank order) goes to process i % n_procs
     ("round-robin"), or the largest sources go first, each to the least loaded process ("size")."""
-    if how not in DEALS:
-        raise UsageError(f"unknown deal {how!r}; choose from {', '.join(DEALS)}")
+    if how not in REPLAY_DEALS:
+        raise UsageError(f"unknown deal {how!r}; choose from {', '.join(REPLAY_DEALS)}")
     if how == "round-robin":
         return [i % n_procs for i in range(len(sizes))]
     load_of = [0] * n_procs

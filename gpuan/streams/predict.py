@@ -11,9 +11,8 @@ import pyarrow.compute as pc
 
 from gpuan.devices import GPU, lookup, of_trace
 from gpuan.errors import TraceError, UsageError
+from gpuan.options import STREAMS_LAUNCH_ORDERS, STREAMS_UNDIMENSIONED
 from gpuan.streams.simulate import (
-    LAUNCH_ORDERS,
-    UNDIMENSIONED,
     BlockTooBig,
     Settings,
     Timeline,
@@ -101,7 +100,7 @@ class Prediction:
             "max_groups_per_kernel": settings.max_groups,
             "undimensioned": {
                 "kernels": self.undimensioned, "of": int((w.kind == KERNEL).sum()),
-                "assumption": settings.undimensioned, "meaning": UNDIMENSIONED[settings.undimensioned],
+                "assumption": settings.undimensioned, "meaning": STREAMS_UNDIMENSIONED[settings.undimensioned],
                 "predicted_ns_if": self.totals_if,
             },
             "kernels": kernels,
@@ -166,19 +165,20 @@ def predict(
 ) -> Prediction:
     """Return the predicted timeline of `n_streams` copies of the single-stream work in `trace`, each on its
     own stream, on the GPU called `gpu` (default: the one the trace recorded). Kernels without launch
-    dimensions are placed as `undimensioned` says (see :data:`UNDIMENSIONED`); where there are any, the
+    dimensions are placed as `undimensioned` says (see :data:`STREAMS_UNDIMENSIONED`); where there are any, the
     work is simulated under every assumption, and :attr:`Prediction.totals_if` holds each total.
     `progress` is called with (operations simulated, operations to simulate) while a long one runs."""
     source = source or str(trace.metadata.get("source", "trace"))
     if n_streams < 1:
         raise UsageError(f"--streams must be at least 1, not {n_streams}")
-    if launch_order not in LAUNCH_ORDERS:
-        raise UsageError(f"--launch-order must be one of {', '.join(LAUNCH_ORDERS)}, not {launch_order!r}")
-    if undimensioned not in UNDIMENSIONED:
-        raise UsageError(f"--undimensioned must be one of {', '.join(UNDIMENSIONED)}, not {undimensioned!r}")
+    if launch_order not in STREAMS_LAUNCH_ORDERS:
+        raise UsageError(f"--launch-order must be one of {', '.join(STREAMS_LAUNCH_ORDERS)}, not {launch_order!r}")
+    if undimensioned not in STREAMS_UNDIMENSIONED:
+        raise UsageError(f"--undimensioned must be one of {', '.join(STREAMS_UNDIMENSIONED)}, not {undimensioned!r}")
     w = workload(trace, stream=stream, source=source)
     settings = settings_for(gpu_of(trace, gpu, source), n_streams, launch_order, _api_ns(trace), undimensioned)
-    assumptions = [undimensioned] + [a for a in UNDIMENSIONED if a != undimensioned] if w.undimensioned().any() else []
+    others = [a for a in STREAMS_UNDIMENSIONED if a != undimensioned]
+    assumptions = [undimensioned, *others] if w.undimensioned().any() else []
     runs = max(1, len(assumptions))
     timelines = {}
     for i, assumption in enumerate(assumptions or [undimensioned]):

@@ -53,10 +53,9 @@ import numpy as np
 from numba import njit
 
 from gpuan.devices import GPU
+from gpuan.options import STREAMS_LAUNCH_ORDERS, STREAMS_UNDIMENSIONED
 from gpuan.streams.occupancy import WARP, block_needs, fit, sm_capacity
 from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, Workload
-
-LAUNCH_ORDERS = ("breadth", "depth")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class Settings:
     #: later turn; None: a stream keeps its engine until its back-to-back copies are done
     copy_first_turn_ns: float | None = None
     copy_turn_ns: float | None = None
-    #: what a kernel without launch dimensions is taken to be (one of UNDIMENSIONED)
+    #: what a kernel without launch dimensions is taken to be (one of STREAMS_UNDIMENSIONED)
     undimensioned: str = "device"
     #: groups of blocks the kernel placing blocks may run at once: blocks freed beyond them wait for the
     #: group whose next wave starts first (see the module docstring); 0: no limit
@@ -104,7 +103,7 @@ def issue_order(n_ops: int, n_streams: int, order: str) -> list[tuple[int, int]]
         return [(stream, k) for k in range(n_ops) for stream in range(n_streams)]
     if order == "depth":
         return [(stream, k) for stream in range(n_streams) for k in range(n_ops)]
-    raise ValueError(f"launch order must be one of {LAUNCH_ORDERS}, not {order!r}")
+    raise ValueError(f"launch order must be one of {STREAMS_LAUNCH_ORDERS}, not {order!r}")
 
 
 @dataclass(frozen=True)
@@ -118,19 +117,14 @@ class Blocks:
     time: np.ndarray
 
 
-#: what a kernel without launch dimensions (grid or block size missing) is taken to be
-UNDIMENSIONED = {
-    "device": "fills the device: one wave of blocks that each hold a whole SM, for its measured time",
-    "block": "one block of one warp for its measured time: it leaves the rest of the device free",
-}
 
 
 def kernel_blocks(w: Workload, gpu: GPU, undimensioned: str = "device") -> Blocks:
     """Return the blocks of the workload's kernels; a block lasts the kernel's average block time, its
     duration / ceil(grid / (SMs x blocks per SM)). Kernels without a launch configuration (see
-    :meth:`Workload.undimensioned`) are what :data:`UNDIMENSIONED` says of `undimensioned`."""
-    if undimensioned not in UNDIMENSIONED:
-        raise ValueError(f"undimensioned must be one of {sorted(UNDIMENSIONED)}, not {undimensioned!r}")
+    :meth:`Workload.undimensioned`) are what :data:`STREAMS_UNDIMENSIONED` says of `undimensioned`."""
+    if undimensioned not in STREAMS_UNDIMENSIONED:
+        raise ValueError(f"undimensioned must be one of {sorted(STREAMS_UNDIMENSIONED)}, not {undimensioned!r}")
     capacity = sm_capacity(gpu)
     known = (w.kind == KERNEL) & ~w.undimensioned()
     if undimensioned == "device":

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from gpuan.trace.schema import KINDS
+from gpuan.trace.kinds import KINDS
 from gpuan.trace.table import Trace, build_table, dict_column, int_column
 
 __all__ = ["MAIN_STREAM", "SIDE_STREAM", "llm_kernel_trace"]

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.trace import parquet
-from gpuan.trace.schema import KINDS
+from gpuan.trace.kinds import KINDS
 from gpuan.trace.table import Trace, build_table
 
 ALLREDUCE_KERNEL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpuan.errors import TraceError
-from gpuan.trace.schema import GPU_KINDS, KIND_CODE, KINDS, kind_codes
+from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
+from gpuan.trace.schema import kind_codes
 from gpuan.trace.source import open_file
 from gpuan.trace.table import NULL64, Trace, build_table, dict_column, int_column, kind_time_order
 

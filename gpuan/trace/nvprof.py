@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.errors import TraceError
-from gpuan.trace.schema import KINDS, kind_codes
+from gpuan.trace.kinds import KINDS
+from gpuan.trace.schema import kind_codes
 from gpuan.trace.source import open_file
 from gpuan.trace.table import NULL64, Trace, build_table, dict_column, int_column, kind_time_order
 

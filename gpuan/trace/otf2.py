@@ -25,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.errors import TraceError
-from gpuan.trace.schema import KINDS, kind_codes
+from gpuan.trace.kinds import KINDS
+from gpuan.trace.schema import kind_codes
 from gpuan.trace.table import NULL64, Trace, build_table, int_column, kind_time_order
 
 ANCHOR = "traces.otf2"

@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpuan.errors import TraceError, UsageError
-from gpuan.trace.schema import FLOW_SCHEMA, KINDS, SCHEMA
+from gpuan.trace.kinds import KINDS
+from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
 from gpuan.trace.table import Trace, null_column
 
 META_KEY = b"gpuan.metadata"

@@ -11,27 +11,10 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
+from gpuan.trace.kinds import KIND_CODE
+
 #: how analyses label an event (or tensor) whose source gave it no name
 UNNAMED = "(unnamed)"
-
-#: The kinds of event, in the order of the dictionary used for the ``kind`` column.
-KINDS: tuple[str, ...] = (
-    "kernel",
-    "memcpy",
-    "memset",
-    "runtime",
-    "driver",
-    "cpu_op",
-    "annotation",
-    "gpu_annotation",
-    "comm",
-    "python",
-    "other",
-)
-KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
-
-#: Kinds that run on a GPU (they carry a device and a stream).
-GPU_KINDS: frozenset[str] = frozenset({"kernel", "memcpy", "memset", "gpu_annotation"})
 
 # Category spellings seen across PyTorch/Kineto versions (lower-cased) and other tools.
 _CATEGORY_KIND: dict[str, str] = {

@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.trace.schema import FLOW_SCHEMA, KINDS, SCHEMA
+from gpuan.trace.kinds import KINDS
+from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
 
 INDEX32 = pa.int32()
 #: the "missing" marker of int64 columns while they are numpy arrays (Arrow columns use real nulls)

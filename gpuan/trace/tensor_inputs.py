@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 
 from gpuan.errors import UsageError
+from gpuan.options import TENSOR_LOG_FORMATS
 from gpuan.trace.gguf_map import layout_problems, read_gguf, units
 from gpuan.trace.inputs import TensorInputs
-from gpuan.trace.tensorlog.formats import FORMATS
 from gpuan.trace.tensorlog.read import open_log
 from gpuan.trace.tensorlog.sides import read_buffers, read_names
 
-LOG_FORMATS = (*FORMATS, "auto")
+LOG_FORMATS = (*TENSOR_LOG_FORMATS, "auto")
 
 
 def load_tensor_inputs(

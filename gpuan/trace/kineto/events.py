@@ -14,13 +14,14 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.errors import TraceError
+from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_codes
 from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
-from gpuan.trace.schema import FLOW_SCHEMA, GPU_KINDS, KIND_CODE, KINDS, kind_codes, normalise_category
+from gpuan.trace.schema import FLOW_SCHEMA, kind_codes, normalise_category
 from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order, sparse_column
 
 N64, N32 = sc.NULL64, sc.NULL32

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-FORMATS = ("seed64", "packed64", "op256", "op1024")
-
 # layer_id, tensor_idx and expert_id use their all-ones value for "none"
 NO_LAYER = 0xFFFF
 NO_TENSOR = 0xFFFFFFFF
@@ -110,5 +108,5 @@ FROM_DISK, FROM_BUFFER = 0, 1
 
 
 def dtype_of(fmt: str) -> np.dtype:
-    """Return the numpy dtype of one entry of log format `fmt` (one of :data:`FORMATS`)."""
+    """Return the numpy dtype of one entry of log format `fmt` (one of :data:`TENSOR_LOG_FORMATS`)."""
     return DTYPES[fmt]

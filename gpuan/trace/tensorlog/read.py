@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuan.errors import TraceError
-from gpuan.trace.tensorlog.formats import DTYPES, FORMATS, MAX_EXPERTS, MAX_SOURCES, NO_OFFSET, TOKEN_LIMIT
+from gpuan.options import TENSOR_LOG_FORMATS
+from gpuan.trace.tensorlog.formats import DTYPES, MAX_EXPERTS, MAX_SOURCES, NO_OFFSET, TOKEN_LIMIT
 
 SAMPLE = 4096  # entries checked for plausibility, spread evenly over the used part
 ACCEPT = 0.95  # share of sampled entries a format must explain to be chosen
@@ -171,12 +172,12 @@ def open_log(path: str | os.PathLike, format: str = "auto", file_bytes: int | No
     are plausible for at least 95 % of a sample of entries, and clearly more so than any other; never the
     file size alone. `file_bytes` (the GGUF model's size) sharpens the file-offset check."""
     path = os.fspath(path)
-    if format != "auto" and format not in FORMATS:
-        raise TraceError(path, f"unknown log format {format!r}; choose from {', '.join(FORMATS)} or auto")
+    if format != "auto" and format not in TENSOR_LOG_FORMATS:
+        raise TraceError(path, f"unknown log format {format!r}; choose from {', '.join(TENSOR_LOG_FORMATS)} or auto")
     size = _regular_size(path)
     if size == 0:
         raise TraceError(path, "empty file: not a tensor-access log")
-    candidates = FORMATS if format == "auto" else (format,)
+    candidates = TENSOR_LOG_FORMATS if format == "auto" else (format,)
     scores, found = {}, {}
     for fmt in candidates:
         width = DTYPES[fmt].itemsize

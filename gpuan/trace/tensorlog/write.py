@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuan.trace.tensorlog.formats import DTYPES, FORMATS
+from gpuan.options import TENSOR_LOG_FORMATS
+from gpuan.trace.tensorlog.formats import DTYPES
 
 
 def default_path() -> str:
@@ -33,8 +34,8 @@ class LogWriter:
     """An open log: :meth:`append` entries, then :meth:`close` (or use it as a context manager)."""
 
     def __init__(self, path: str | os.PathLike, fmt: str, capacity: int) -> None:
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown log format {fmt!r}; choose from {', '.join(FORMATS)}")
+        if fmt not in TENSOR_LOG_FORMATS:
+            raise ValueError(f"unknown log format {fmt!r}; choose from {', '.join(TENSOR_LOG_FORMATS)}")
         if capacity <= 0:
             raise ValueError("capacity must be positive")
         self.path, self.format, self.capacity = os.fspath(path), fmt, int(capacity)

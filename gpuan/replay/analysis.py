@@ -31,8 +31,6 @@ from gpuan.result import Result
 from gpuan.trace.inputs import RunSources
 from gpuan.trace.table import Trace
 
-#: the replay's reports, what ``analyses=`` (the CLI's ``--analysis``) chooses from
-
 
 @dataclass
 class _OwnRanks:

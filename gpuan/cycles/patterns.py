@@ -1,4 +1,4 @@
-"""From detected cycles to what users read: distinct patterns, per-position statistics, summaries."""
+"""From detected cycles to what users read: distinct patterns and their per-position statistics."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class Pattern:
 
     @cached_property
     def _times(self) -> pd.DataFrame:
-        # the ordering, the statistics, the summary and the CSV all need them: made once per pattern
+        # the ordering, the statistics and the tables all need them: made once per pattern
         seq, cyc = self.sequence, self.cycle
         first, last, busy = periods.instance_times(seq.ts, seq.ts + seq.dur, seq.dur, cyc.positions())
         return pd.DataFrame({"start_ns": first, "end_ns": last, "busy_ns": busy, "wall_ns": last - first})
@@ -88,41 +88,6 @@ class Pattern:
                 "pct_of_cycle": avg / avg_cycle_us * 100 if avg_cycle_us > 0 else np.zeros(cyc.length),
             }
         )
-
-    def summary(self, with_positions: bool = True) -> dict:
-        """A JSON-ready description: size, span, per-instance busy and wall time, and the statistics."""
-        t = self._times
-        out = {
-            "role": self.role,
-            "segment": self.segment,
-            "length": self.cycle.length,
-            "repetitions": self.cycle.repetitions,
-            "start_ns": int(t.start_ns.iloc[0]),
-            "end_ns": int(t.end_ns.iloc[-1]),
-            "avg_busy_us": round(float(t.busy_ns.mean()) / 1e3, 3),
-            "avg_wall_us": round(float(t.wall_ns.mean()) / 1e3, 3),
-            "total_busy_us": round(float(t.busy_ns.sum()) / 1e3, 3),
-            "signature": pattern_signature(self.names),
-            "ordered": self.cycle.ordered,
-            "streams": {str(k): v for k, v in self.streams().items()},
-            "instances": {
-                "first_event": self.cycle.starts.tolist(),
-                "order_moved": [round(float(x), 4) for x in self.order_moved()],
-                "start_ns": t.start_ns.tolist(),
-                "busy_ns": t.busy_ns.tolist(),
-                "wall_ns": t.wall_ns.tolist(),
-            },
-        }
-        if self.role == "sub-cycle":
-            out["offset"] = self.cycle.offset
-            out["per_parent"] = self.cycle.per_parent
-        if with_positions:
-            stats = self.stats()
-            out["positions"] = [
-                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
-                for row in stats.drop(columns=["index"]).to_dict(orient="records")
-            ]
-        return out
 
 
 def pattern_signature(names: list[str]) -> str:

@@ -17,6 +17,8 @@ from gpuan.result import Result
 
 #: the per-rank table that JSON gives as a plain list (``clock_offsets_ns``), indexed by rank
 _OFFSETS = "clock_offsets"
+#: the tables the console summary reads (as DataFrames; of p2p it reads only the row count)
+_TEXT_TABLES = ("collectives", "wait_totals", "stragglers", "breakdown", _OFFSETS)
 
 
 def _time(ns: float) -> str:
@@ -27,12 +29,12 @@ def _time(ns: float) -> str:
 def text(result: Result, top: int = 5) -> str:
     """Return the console summary: the run, wait-state totals, the `top` worst stragglers, the time
     breakdown per rank, the last rank to finish and the clock offsets."""
-    tables = result.to_pandas()
+    tables = {name: result.to_pandas(name) for name in _TEXT_TABLES if name in result.tables}
     summary = result.summary
     n_procs = summary["processes"]
     lines = [f"{summary['source']}: {len(summary['ranks'])} ranks replayed by {n_procs} process{'es' * (n_procs > 1)}"]
     if "collectives" in tables:
-        lines += _wait_lines(tables)
+        lines += _wait_lines(tables, result["p2p"].num_rows)
     if "stragglers" in tables:
         lines += _straggler_lines(tables["stragglers"], top)
     if "breakdown" in tables:
@@ -55,14 +57,14 @@ def text(result: Result, top: int = 5) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _wait_lines(tables: dict) -> list[str]:
-    """Return the lines on collectives, messages and the wait-state totals."""
+def _wait_lines(tables: dict, n_messages: int) -> list[str]:
+    """Return the lines on collectives, the `n_messages` point-to-point messages and the wait-state totals."""
     collectives = tables["collectives"]
     incomplete = int((~collectives["complete"]).sum())
     inconsistent = int((~collectives["consistent"]).sum())
     note = f", {incomplete} with members missing from the run" if incomplete else ""
     note += f", {inconsistent} whose members disagree on operation or size" if inconsistent else ""
-    lines = [f"  {len(collectives)} collectives, {len(tables['p2p'])} point-to-point messages{note}", "  wait states:"]
+    lines = [f"  {len(collectives)} collectives, {n_messages} point-to-point messages{note}", "  wait states:"]
     for total in tables["wait_totals"].itertuples():
         if total.instances:
             lines.append(f"    {total.wait_state:<15} {total.instances:>7} instances  {_time(total.total_ns):>12}")

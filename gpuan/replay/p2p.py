@@ -51,31 +51,36 @@ def late_states(
     message, listed on the receiving rank's process; the Late Receiver waits of this process's sends as
     ``PARTNER`` records (``enter`` the send's Enter, ``leave`` its Enter plus the wait); the fetcher used).
     Collective over all processes."""
-    sends = {rank: calls[calls["kind"] == SEND] for rank, calls in calls_by_rank.items()}
-    recvs = {rank: calls[calls["kind"] == RECV] for rank, calls in calls_by_rank.items()}
+    ranks = sorted(calls_by_rank)
+    sends = [calls_by_rank[r][calls_by_rank[r]["kind"] == SEND] for r in ranks]
+    recvs = [calls_by_rank[r][calls_by_rank[r]["kind"] == RECV] for r in ranks]
+    all_sends = np.concatenate(sends) if sends else np.zeros(0, CALL)
+    all_recvs = np.concatenate(recvs) if recvs else np.zeros(0, CALL)
+    # each message's key, made once per side: for the records held, the fetches and the Late Receiver lookup
+    send_keys, recv_keys = _keys(all_sends, SEND), _keys(all_recvs, RECV)
     fetch_send = Fetcher(procs, owner, PARTNER)
     fetch_recv = Fetcher(procs, owner, PARTNER)
-    for rank in calls_by_rank:
-        fetch_send.hold(rank, _partner(sends[rank], _keys(sends[rank], SEND)))
-        fetch_recv.hold(rank, _partner(recvs[rank], _keys(recvs[rank], RECV)))
+    for fetcher, per_rank, all_calls, keys in ((fetch_send, sends, all_sends, send_keys),
+                                               (fetch_recv, recvs, all_recvs, recv_keys)):  # fmt: skip
+        bounds = np.cumsum([calls.size for calls in per_rank], dtype=np.int64)[:-1]
+        for rank, partners in zip(ranks, np.split(_partner(all_calls, keys), bounds)):
+            fetcher.hold(rank, partners)
 
     # the receiver's side asks for the sends; the sender's side asks for the receives: one round each,
     # entered by every process in the same order
-    all_recvs = np.concatenate([recvs[r] for r in sorted(recvs)]) if recvs else np.zeros(0, CALL)
-    all_sends = np.concatenate([sends[r] for r in sorted(sends)]) if sends else np.zeros(0, CALL)
-    send_of_recv, has_send = fetch_send.fetch(all_recvs["peer"], _keys(all_recvs, RECV))
-    recv_of_send, has_recv = fetch_recv.fetch(all_sends["peer"], _keys(all_sends, SEND))
+    send_of_recv, has_send = fetch_send.fetch(all_recvs["peer"], recv_keys)
+    recv_of_send, has_recv = fetch_recv.fetch(all_sends["peer"], send_keys)
 
     late_recv = np.zeros(all_sends.size, np.int64)
     blocked = has_recv & (all_sends["leave"] > recv_of_send["enter"])
     late_recv[blocked] = np.maximum(0, recv_of_send["enter"][blocked] - all_sends["enter"][blocked])
     # the receiver lists the message; the sender's Late Receiver reaches it by key
     to_receiver = np.zeros(all_sends.size, PARTNER)
-    to_receiver["rank"], to_receiver["key"] = all_sends["peer"], _keys(all_sends, SEND)
+    to_receiver["rank"], to_receiver["key"] = all_sends["peer"], send_keys
     to_receiver["enter"] = late_recv
     got = procs.alltoallv(to_receiver, owner[to_receiver["rank"]].astype(np.int64))
     held = {rank: np.sort(got[got["rank"] == rank], order="key") for rank in calls_by_rank}
-    late_recv_of_recv, has_late_recv = lookup(held, all_recvs["rank"], _keys(all_recvs, RECV), PARTNER)
+    late_recv_of_recv, has_late_recv = lookup(held, all_recvs["rank"], recv_keys, PARTNER)
 
     messages = _messages(all_recvs[has_send], send_of_recv[has_send])
     messages["late_receiver"] = np.where(has_late_recv[has_send], late_recv_of_recv[has_send]["enter"], 0)

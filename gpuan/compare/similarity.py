@@ -37,7 +37,11 @@ def time_shares(table: CycleTable) -> pd.Series:
 
 def similarity(base: CycleTable, new: CycleTable) -> float:
     """Return the weighted Jaccard similarity (0..1) of the two tables' signature time shares."""
-    before, after = time_shares(base), time_shares(new)
+    return _jaccard(time_shares(base), time_shares(new))
+
+
+def _jaccard(before: pd.Series, after: pd.Series) -> float:
+    """The weighted Jaccard similarity (0..1) of two tables' :func:`time_shares`."""
     before, after = before.align(after, fill_value=0.0)
     top = float(np.maximum(before, after).sum())
     return float(np.minimum(before, after).sum()) / top if top > 0 else 0.0
@@ -47,7 +51,9 @@ def pair_cycles(base_tables: Sequence[CycleTable], new_tables: Sequence[CycleTab
     """Return ``(i, j, similarity)`` pairs of baseline and new cycles (0-based list indices), sorted by
     ``i``: greedily the most similar pair first (ties: lower ``i``, then lower ``j``), each cycle in at
     most one pair, none below :data:`MIN_SIMILARITY`."""
-    scores = [(similarity(b, n), i, j) for i, b in enumerate(base_tables) for j, n in enumerate(new_tables)]
+    before = [time_shares(t) for t in base_tables]  # each table's shares once, not once per pair
+    after = [time_shares(t) for t in new_tables]
+    scores = [(_jaccard(b, n), i, j) for i, b in enumerate(before) for j, n in enumerate(after)]
     scores.sort(key=lambda entry: (-entry[0], entry[1], entry[2]))
     used_base, used_new, pairs = set(), set(), []
     for score, i, j in scores:

@@ -317,12 +317,12 @@ def _expanded_gradient(ops: pa.Table, parent: np.ndarray) -> np.ndarray:
         return out
     above = np.where(parent >= 0, ancestor_where(parent, node)[np.maximum(parent, 0)], -1)
     dims, types = ops["input_dims"].combine_chunks(), ops["input_types"].combine_chunks()
-    for row in np.unique(above[above >= 0]):
+    for row in np.unique(above[above >= 0]):  # each node's bytes at its own row, then one gather
         call = Call(_parse(dims[int(row)].as_py()), _parse(types[int(row)].as_py()), [])
         shape = call.shape(0) if call.dims else None
         if shape is not None:
-            out[above == row] = math.prod(shape) * call.size(0)
-    return out
+            out[row] = math.prod(shape) * call.size(0)
+    return np.where(above >= 0, out[above], -1)
 
 
 def _has_model(ops: pa.Table) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpuan.compare.pairing import COLUMNS, MATCH_TYPES
+from gpuan.compare.pairing import MATCH_TYPES
 from gpuan.outputs.files import replace_atomic, write_text
 from gpuan.outputs.numbers import change, duration
 from gpuan.result import Result
@@ -41,8 +41,8 @@ def _pair_frames(result: Result) -> list[tuple[dict, pd.DataFrame]]:
     kernels = result.to_pandas("kernels")
     out = []
     for row in result["cycles"].to_pylist():
-        frame = kernels[kernels["pair"] == row["pair"]].drop(columns=["pair"]).reset_index(drop=True)
-        out.append((row, frame[[*COLUMNS, "delta_us"]]))
+        # the kernels table is pair, *COLUMNS, delta_us (compare.analysis._kernels_table and _empty_kernels)
+        out.append((row, kernels[kernels["pair"] == row["pair"]].drop(columns=["pair"]).reset_index(drop=True)))
     return out
 
 

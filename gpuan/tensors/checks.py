@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gpuan.tensors.scan import Scanned
+from gpuan.trace.gguf_map import layout_problems
 
 Check = dict[str, Any]
 
@@ -47,7 +48,7 @@ def layout(scanned: Scanned) -> Check:
     total = int(tensors["n_bytes"].sum())
     end = int(tensors["offset"].iloc[-1] + tensors["n_bytes"].iloc[-1]) if len(tensors) else model.data_start
     padding = model.data_bytes - total
-    problems = list(scanned.inputs.layout_problems)
+    problems = layout_problems(model)
     if end != model.file_bytes and not problems:
         problems.append(f"the last tensor ends at byte {end:,}, not at the end of the file ({model.file_bytes:,})")
     if padding < 0 or padding >= max(len(tensors), 1) * model.alignment:

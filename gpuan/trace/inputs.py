@@ -83,13 +83,11 @@ class TensorInputs:
     """What a tensor-access analysis reads (:func:`gpuan.trace.tensor_inputs.load_tensor_inputs`): `log`
     (the opened log; its entries stay on disk until :meth:`windows` maps them), `model` (the GGUF layout),
     `units` (the tensors and expert slices accesses are joined to, sorted by offset: start, end, tensor,
-    expert), `layout_problems` (what is wrong with the model's layout, as sentences), `names` (the tensor
-    name table, or None) and `buffers` (buffer events, or None)."""
+    expert), `names` (the tensor name table, or None) and `buffers` (buffer events, or None)."""
 
     log: TensorLog
     model: ModelMap
     units: pd.DataFrame
-    layout_problems: tuple[str, ...]
     names: pd.DataFrame | None = None
     buffers: pd.DataFrame | None = None
 

@@ -8,7 +8,7 @@ import os
 
 from gpuan.errors import UsageError
 from gpuan.options import TENSOR_LOG_FORMATS
-from gpuan.trace.gguf_map import layout_problems, read_gguf, units
+from gpuan.trace.gguf_map import read_gguf, units
 from gpuan.trace.inputs import TensorInputs
 from gpuan.trace.tensorlog.read import open_log
 from gpuan.trace.tensorlog.sides import read_buffers, read_names
@@ -33,4 +33,4 @@ def load_tensor_inputs(
     table = read_names(names) if names else None
     events = read_buffers(buffers) if buffers else None
     opened = open_log(log, log_format, file_bytes=model.file_bytes)
-    return TensorInputs(opened, model, units(model), tuple(layout_problems(model)), table, events)
+    return TensorInputs(opened, model, units(model), table, events)

@@ -26,6 +26,8 @@ STREAMS_UNDIMENSIONED = {
 
 #: tensors: the layouts of a tensor-access log (gpuan/trace/tensorlog/formats.py defines each)
 TENSOR_LOG_FORMATS = ("seed64", "packed64", "op256", "op1024")
+#: tensors: what --log-format and ``log_format=`` take: a layout, or auto (picked by the plausibility of the fields)
+TENSOR_LOG_CHOICES = (*TENSOR_LOG_FORMATS, "auto")
 #: tensors: points of one scatter or 3-D view (WebGL fails beyond this)
 TENSORS_MAX_POINTS = 500_000
 

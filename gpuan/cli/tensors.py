@@ -17,11 +17,11 @@ OUTPUT_FORMATS = ("text", "json")
 def _output_format(text: str) -> str:
     """Return `text` as an output format; a log layout given here (the option's old meaning) is pointed to
     ``--log-format``."""
-    from gpuan.options import TENSOR_LOG_FORMATS
+    from gpuan.options import TENSOR_LOG_CHOICES
 
     if text in OUTPUT_FORMATS:
         return text
-    if text in (*TENSOR_LOG_FORMATS, "auto"):
+    if text in TENSOR_LOG_CHOICES:
         raise argparse.ArgumentTypeError(
             f"{text!r} is a log layout: give it with --log-format {text} (--format is the output: text or json)"
         )
@@ -30,7 +30,7 @@ def _output_format(text: str) -> str:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
-    from gpuan.options import TENSOR_LOG_FORMATS
+    from gpuan.options import TENSOR_LOG_CHOICES
     from gpuan.outputs.files import TABLE_FORMATS
 
     p = sub.add_parser(
@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--buffers", metavar="EVENTS.jsonl", help="buffer alloc/dealloc events (JSON lines)")
     p.add_argument(
         "--log-format",
-        choices=(*TENSOR_LOG_FORMATS, "auto"),
+        choices=TENSOR_LOG_CHOICES,
         default="auto",
         help="log entry layout (default: auto, by plausibility of the fields)",
     )

@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 
 from gpuan.errors import UsageError
-from gpuan.options import TENSOR_LOG_FORMATS
+from gpuan.options import TENSOR_LOG_CHOICES
 from gpuan.trace.gguf_map import read_gguf, units
 from gpuan.trace.inputs import TensorInputs
 from gpuan.trace.tensorlog.read import open_log
 from gpuan.trace.tensorlog.sides import read_buffers, read_names
-
-LOG_FORMATS = (*TENSOR_LOG_FORMATS, "auto")
 
 
 def load_tensor_inputs(
@@ -23,12 +21,13 @@ def load_tensor_inputs(
     buffers: str | os.PathLike | None = None,
     log_format: str = "auto",
 ) -> TensorInputs:
-    """Open the tensor-access log `log` (entry layout `log_format`: one of :data:`LOG_FORMATS`, ``auto``
-    picks it by the plausibility of the fields), read the GGUF model `gguf` and, when given, the name table
-    `names` and the buffer events `buffers`; return them as :class:`~gpuan.trace.inputs.TensorInputs`. A bad
-    file is a :class:`~gpuan.errors.TraceError`, an unknown `log_format` a :class:`~gpuan.errors.UsageError`."""
-    if log_format not in LOG_FORMATS:
-        raise UsageError(f"unknown log format {log_format!r}; choose from {', '.join(LOG_FORMATS)}")
+    """Open the tensor-access log `log` (entry layout `log_format`: one of
+    :data:`~gpuan.options.TENSOR_LOG_CHOICES`; ``auto`` picks it by the plausibility of the fields), read the
+    GGUF model `gguf` and, when given, the name table `names` and the buffer events `buffers`; return them as
+    :class:`~gpuan.trace.inputs.TensorInputs`. A bad file is a :class:`~gpuan.errors.TraceError`, an unknown
+    `log_format` a :class:`~gpuan.errors.UsageError`."""
+    if log_format not in TENSOR_LOG_CHOICES:
+        raise UsageError(f"unknown log format {log_format!r}; choose from {', '.join(TENSOR_LOG_CHOICES)}")
     model = read_gguf(gguf)
     table = read_names(names) if names else None
     events = read_buffers(buffers) if buffers else None

@@ -544,8 +544,8 @@ def _resident_after_previous(
 ) -> np.ndarray:
     """Return per op the bytes of its input already in L2 after the op before it on its thread
     (:func:`resident_bytes`)."""
-    caller_of_op, callers = _distinct_calls(ops, ("name", "caller_dims", "caller_types", "concrete_inputs"))
-    caller_tensors = [_tensors(None, dims, types, None, None)[0] for _, dims, types, _ in callers]
+    caller_of_op, callers = _distinct_calls(ops, ("caller_dims", "caller_types"))
+    caller_tensors = [_tensors(None, dims, types, None, None)[0] for dims, types in callers]
     return resident_bytes(call_of_op, caller_of_op, _previous(ops), call_tensors, caller_tensors)
 
 

@@ -117,8 +117,6 @@ class Blocks:
     time: np.ndarray
 
 
-
-
 def kernel_blocks(w: Workload, gpu: GPU, undimensioned: str = "device") -> Blocks:
     """Return the blocks of the workload's kernels; a block lasts the kernel's average block time, its
     duration / ceil(grid / (SMs x blocks per SM)). Kernels without a launch configuration (see
@@ -317,10 +315,10 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
         for stream in range(n):
             moving += holder_copy[d, stream] >= 0
         if moving and t > since[d]:
-            done = (t - since[d]) / moving
+            each = (t - since[d]) / moving
             for stream in range(n):
                 if holder_copy[d, stream] >= 0:
-                    left[holder_copy[d, stream]] -= done
+                    left[holder_copy[d, stream]] -= each
         since[d] = t
 
     def reschedule(d, t):

@@ -178,16 +178,17 @@ def predict(
     w = workload(trace, stream=stream, source=source)
     settings = settings_for(gpu_of(trace, gpu, source), n_streams, launch_order, _api_ns(trace), undimensioned)
     others = [a for a in STREAMS_UNDIMENSIONED if a != undimensioned]
-    assumptions = [undimensioned, *others] if w.undimensioned().any() else []
-    runs = max(1, len(assumptions))
+    assumptions = [undimensioned, *others] if w.undimensioned().any() else [undimensioned]
+    runs = len(assumptions)
     timelines = {}
-    for i, assumption in enumerate(assumptions or [undimensioned]):
+    for i, assumption in enumerate(assumptions):
         report = None if progress is None else _offset(progress, i * n_streams * len(w), runs * n_streams * len(w))
         try:
             timelines[assumption] = simulate(w, replace(settings, undimensioned=assumption), report)
         except BlockTooBig as e:
             raise TraceError(source, f"{e}: it cannot run on that GPU") from None
-    totals = {a: timelines[a].total for a in assumptions}
+    # each assumption's total only where they differ in what they simulate (any undimensioned kernel)
+    totals = {a: timelines[a].total for a in assumptions} if runs > 1 else {}
     return Prediction(w, settings, timelines[undimensioned], source, totals)
 
 

@@ -56,15 +56,17 @@ def analyse(trace: Trace, *, engine: Engine | str | None = None, top: int = 10) 
     engine = resolve(engine)
     ev = trace.events
     per_kind = {k: 0 for k in KINDS}
-    if ev.num_rows:
-        for item in pc.value_counts(ev["kind"].combine_chunks().dictionary_decode()):
+    # decoded once: counted here and filtered by _other_categories
+    kind = ev["kind"].combine_chunks().dictionary_decode() if ev.num_rows else None
+    if kind is not None:
+        for item in pc.value_counts(kind):
             per_kind[item["values"].as_py()] = item["counts"].as_py()
     start, end = _span(ev)
     ranks = sorted(r for r in pc.unique(ev["rank"]).to_pylist() if r is not None)
     kinds = [{"kind": k, "events": v} for k, v in per_kind.items() if v]
     tables = {
         "kinds": pa.Table.from_pylist(kinds, schema=KINDS_SCHEMA),
-        "other_categories": pa.Table.from_pylist(_other_categories(ev), schema=OTHER_SCHEMA),
+        "other_categories": pa.Table.from_pylist(_other_categories(ev, kind), schema=OTHER_SCHEMA),
         "devices": pa.Table.from_pylist(_devices(trace), schema=DEVICES_SCHEMA),
         "streams": pa.Table.from_pylist(_streams(trace.of_kind(*GPU_ACTIVITY), engine), schema=STREAMS_SCHEMA),
         "top_kernels": pa.Table.from_pylist(_top_kernels(trace.of_kind("kernel"), top), schema=KERNELS_SCHEMA),
@@ -82,13 +84,13 @@ def analyse(trace: Trace, *, engine: Engine | str | None = None, top: int = 10) 
     return Result("info", tables, summary)
 
 
-def _other_categories(ev: pa.Table) -> list[dict]:
+def _other_categories(ev: pa.Table, kind: pa.Array | None) -> list[dict]:
     """Return the categories of the events of kind "other", most events first: category, events, and
-    what the category holds where gpuan knows it."""
-    if ev.num_rows == 0:
+    what the category holds where gpuan knows it. `kind` is the events' kind column decoded (None when
+    there are no events)."""
+    if kind is None:
         return []
-    kinds = ev["kind"].combine_chunks().dictionary_decode()
-    cats = pc.fill_null(ev["cat"].combine_chunks().dictionary_decode().filter(pc.equal(kinds, "other")), "(none)")
+    cats = pc.fill_null(ev["cat"].combine_chunks().dictionary_decode().filter(pc.equal(kind, "other")), "(none)")
     counted = sorted(
         ((column["values"].as_py(), column["counts"].as_py()) for column in pc.value_counts(cats)),
         key=lambda x: (-x[1], x[0]),

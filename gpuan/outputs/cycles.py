@@ -23,16 +23,14 @@ class _Rows:
 
     def __init__(self, table: pa.Table) -> None:
         self.columns = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
-        self.bounds = np.searchsorted(self.columns["cycle"], np.arange(_max_id(table) + 2))
+        cycle = self.columns["cycle"]
+        top = int(cycle.max()) if cycle.size else -1
+        self.bounds = np.searchsorted(cycle, np.arange(top + 2))
 
     def of(self, cycle: int) -> dict[str, np.ndarray]:
         """Return the columns of `cycle`'s rows."""
         lo, hi = self.bounds[cycle], self.bounds[cycle + 1]
         return {name: values[lo:hi] for name, values in self.columns.items()}
-
-
-def _max_id(table: pa.Table) -> int:
-    return int(table["cycle"].to_numpy().max()) if table.num_rows else -1
 
 
 class _View:

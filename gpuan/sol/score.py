@@ -476,7 +476,7 @@ def score_ops(
     call_tensors = [_tensors(*call, modelled) for call, modelled in zip(calls, costs)]
     columns = _op_columns(ops, roofs, per_call, engine.asarray(2 * call_of_op + on_tf32), engine)
     # bytes the trace's context changes: an expanded gradient read once; resident reads of the L2 roof
-    columns["bytes"] -= engine.asarray(expanded_bytes(call_of_op, _ints_or(ops, "grad_bytes", -1), call_tensors))
+    columns["bytes"] -= engine.asarray(expanded_bytes(call_of_op, ints(ops, "grad_bytes", -1), call_tensors))
     resident = engine.asarray(_resident_after_previous(ops, call_of_op, call_tensors))
     _override_copies(ops, columns, roofs, engine)
     line = roofline(
@@ -716,10 +716,6 @@ def expanded_bytes(keys: np.ndarray, grad_bytes: np.ndarray, tensors: list[tuple
         saved = sum(b - grad for _, b in tensors[key][1] if b > grad)
         out[has & (keys == key) & (grad_bytes == grad)] = saved
     return out
-
-
-def _ints_or(table: pa.Table, name: str, null: int) -> np.ndarray:
-    return table[name].combine_chunks().fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _bools(table: pa.Table, name: str) -> np.ndarray:

@@ -210,11 +210,11 @@ def write_tables(result: Result, out: str | os.PathLike, fmt: str = "csv") -> li
     return write_frames(frames, out, fmt)
 
 
-def write_html(result: Result, path: str | os.PathLike, max_points_3d: int | None = None) -> None:
+def write_html(result: Result, path: str | os.PathLike) -> None:
     """Write the HTML report to `path`: one file, plotly.js inlined once, no network needed; the 3-D view
-    samples at most `max_points_3d` accesses (default: the analysis' max_points)."""
+    samples at most the analysis' max_points accesses."""
     summary = result.summary
-    figs = figures(result, max_points_3d)
+    figs = figures(result)
     checks = "".join(
         f"<li>{'ok' if check['ok'] else '<b>warning</b>'} {check['check']}: {check_detail(check)}</li>"
         for check in summary["checks"]
@@ -334,9 +334,9 @@ def _offset_timeline(result: Result) -> list:
     return [fig]
 
 
-def _sampled(result: Result, max_points_3d: int | None) -> list:
+def _sampled(result: Result) -> list:
     """The sampled file accesses: a WebGL scatter over time and offset, and a time x layer x offset 3-D view
-    of at most `max_points_3d` of them; none without a sample."""
+    of at most the analysis' max_points of them; none without a sample."""
     import plotly.graph_objects as go
 
     sample = result.to_pandas("sample")
@@ -346,6 +346,7 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
     x = (sample["ts_ns"].to_numpy()[in_file] / 1e6).astype(np.float32)
     y = (sample["offset"].to_numpy()[in_file] / 1e6).astype(np.float32)
     layer = sample["layer"].to_numpy()[in_file]
+    in_file_count = int(in_file.sum())
     scatter = _figure(
         go.Scattergl(
             x=x,
@@ -354,12 +355,11 @@ def _sampled(result: Result, max_points_3d: int | None) -> list:
             marker=dict(size=3, color=layer, colorscale="Turbo", colorbar_title="layer"),
             name="accesses",
         ),
-        title=f"file-offset timeline, {int(in_file.sum()):,} sampled accesses coloured by layer (WebGL)",
+        title=f"file-offset timeline, {in_file_count:,} sampled accesses coloured by layer (WebGL)",
         xaxis_title="ms",
         yaxis_title="file offset (MB)",
     )
-    in_file_count = int(in_file.sum())
-    limit = min(max_points_3d or result.summary["max_points"], TENSORS_MAX_POINTS)
+    limit = min(result.summary["max_points"], TENSORS_MAX_POINTS)
     pick = np.linspace(0, in_file_count - 1, min(in_file_count, limit)).astype(np.int64)
     cloud = _figure(
         go.Scatter3d(
@@ -457,14 +457,14 @@ def _buffers(result: Result) -> list:
     return [fig]
 
 
-def figures(result: Result, max_points_3d: int | None = None) -> list:
+def figures(result: Result) -> list:
     """Return the report's plotly figures in order (2-D views in WebGL or pre-binned; the 3-D view sampled
-    to `max_points_3d`)."""
+    to the analysis' max_points)."""
     return [
         *_hottest_and_curve(result),
         *_token_layer(result),
         *_offset_timeline(result),
-        *_sampled(result, max_points_3d),
+        *_sampled(result),
         *_threads(result),
         *_experts(result),
         *_bytes_over_time(result),

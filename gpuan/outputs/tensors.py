@@ -291,9 +291,9 @@ def _token_layer(result: Result) -> list:
     shape = tuple(result.summary["token_layer_shape"])
     if not shape[0] * shape[1]:
         return []
-    cells = result.to_pandas("token_layer")  # layer -1 (none) is column 0
-    grid = np.zeros(shape, np.int64)
-    grid[cells["token"].to_numpy(), cells["layer"].to_numpy() + 1] = cells["bytes_accessed"].to_numpy()
+    cells = result.to_pandas("token_layer")
+    cells["layer"] += 1  # layer -1 (none) is column 0
+    grid = _dense(cells, "token", "layer", "bytes_accessed", shape)
     step = max(1, -(-shape[0] // 1000))
     binned = np.add.reduceat(grid, np.arange(0, shape[0], step), axis=0) if step > 1 else grid
     fig = _figure(

@@ -224,8 +224,9 @@ def per_token(scanned: Scanned) -> pd.DataFrame:
 
 def token_layer(scanned: Scanned) -> pd.DataFrame:
     """Return bytes read per (token, layer) in long form, nonzero cells only (layer -1: no layer)."""
-    token, column = np.nonzero(scanned.token_layer)
-    return pd.DataFrame({"token": token, "layer": column - 1, "bytes_accessed": scanned.token_layer[token, column]})
+    cells = _cells(scanned.token_layer, "token", "layer", "bytes_accessed")
+    cells["layer"] -= 1  # column 0 of token_layer: no layer
+    return cells
 
 
 def hot_curve(scanned: Scanned) -> pd.DataFrame:

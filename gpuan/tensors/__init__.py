@@ -7,6 +7,5 @@ layer, component and expert; weights against intermediates; the checks that say 
 (:mod:`gpuan.tensors.tables`) and a summary holding the checks (:mod:`gpuan.tensors.checks`)."""
 
 from gpuan.tensors.analysis import REPORT_TABLES, analyse
-from gpuan.tensors.scan import Options
 
-__all__ = ["REPORT_TABLES", "Options", "analyse"]
+__all__ = ["REPORT_TABLES", "analyse"]

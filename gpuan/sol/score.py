@@ -600,7 +600,7 @@ def _with_scores(ops: pa.Table, columns: dict, scores: dict, per_call: _CallCost
         "peak": _dict(host(columns["peak"]), per_call.peak_names),
         "flops": host(columns["flops"]),
         "bytes": host(columns["bytes"]),
-        "resident_bytes": np.nan_to_num(host(scores["resident_bytes"])),
+        "resident_bytes": host(scores["resident_bytes"]),
         "intensity": host(scores["intensity"]),
         "estimated_ns": host(scores["estimated_ns"]),
         "bound": _dict(bound, BOUNDS),

@@ -32,12 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     for module in (info, convert, cycles, compare, streams, sol, tensors, replay, demo):
         module.add_parser(sub)
     for command in sub.choices.values():
-        # the engine option after the command too (gpuan sol --device gpu T), where it does not mean
-        # anything else; SUPPRESS keeps a value given before the command
-        if "--device" not in command._option_string_actions:
-            command.add_argument(
-                "--device", type=engine_choice, default=argparse.SUPPRESS, metavar="{auto,cpu,gpu}", help=_DEVICE_HELP
-            )
+        # the engine option after the command too (gpuan sol --device gpu T); a subcommand's own --device
+        # would conflict here, loudly; SUPPRESS keeps a value given before the command
+        command.add_argument(
+            "--device", type=engine_choice, default=argparse.SUPPRESS, metavar="{auto,cpu,gpu}", help=_DEVICE_HELP
+        )
     return p
 
 

@@ -614,17 +614,17 @@ def _parse_key(buf, b64, pos, n):
     return h, skip_ws(buf, p + 1, n)
 
 
-
 @njit(cache=True, inline="always")
 def _member_key(buf, b64, pos, n):
     """pos is where an object's next member should start: return (hash of its key, position of its value),
-    or (0, -1) where no well-formed key stands there or its value would start past the buffer."""
+    or (a hash, -1) where no well-formed key stands there or its value would start past the buffer."""
     if buf[pos] != QUOTE:
         return np.uint64(0), -1
     h, pos = _parse_key(buf, b64, pos, n)
     if pos < 0 or pos >= n:
         return h, -1
     return h, pos
+
 
 # How an "args" value is kept (see _arg_target).
 SKIP, INT64, INT32, TEXT, JSON_TEXT, TRIPLE = range(6)

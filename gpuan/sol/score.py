@@ -711,10 +711,17 @@ def expanded_bytes(keys: np.ndarray, grad_bytes: np.ndarray, tensors: list[tuple
     (`grad_bytes` ≥ 0, the incoming gradient's bytes) an input larger than the gradient is the gradient
     expanded by a stride-0 view, so only the gradient's bytes are read."""
     out = np.zeros(keys.size)
-    has = grad_bytes >= 0
-    for key, grad in {(int(k), int(g)) for k, g in zip(keys[has], grad_bytes[has])}:
-        saved = sum(b - grad for _, b in tensors[key][1] if b > grad)
-        out[has & (keys == key) & (grad_bytes == grad)] = saved
+    has = np.flatnonzero(grad_bytes >= 0)
+    if not has.size:
+        return out
+    # once per distinct (call, gradient bytes), each pair as one int, then one gather
+    grads, grad_code = np.unique(grad_bytes[has], return_inverse=True)
+    pairs, which = np.unique(grad_code.ravel() * len(tensors) + keys[has], return_inverse=True)
+    saved = [
+        sum(b - grad for _, b in tensors[key][1] if b > grad)
+        for key, grad in zip((pairs % len(tensors)).tolist(), grads[pairs // len(tensors)].tolist())
+    ]
+    out[has] = np.array(saved, np.float64)[which.ravel()]
     return out
 
 

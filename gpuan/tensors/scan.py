@@ -1,5 +1,5 @@
 """The one pass over a tensor-access log: window by window (each a fresh memory mapping, decoded by
-:class:`~gpuan.trace.tensor_inputs.TensorInputs`), every access is joined to the model file and to names,
+:class:`~gpuan.trace.inputs.TensorInputs`), every access is joined to the model file and to names,
 and only fixed-size aggregates are kept, so memory stays near one window however long the log. Array work
 runs on the engine's namespace (numpy, or CuPy on the GPU).
 

@@ -243,6 +243,12 @@ def _dense(table: pd.DataFrame, rows: str, columns: str, value: str, shape: tupl
     return matrix
 
 
+def _over_time(result: Result, heat, y: np.ndarray, title: str, y_title: str):
+    """Return a figure of the heatmap `heat` over the time bins (x, in ms) and `y`."""
+    heat.update(x=_time_axis(result), y=y)
+    return _figure(heat, title=title, xaxis_title="ms", yaxis_title=y_title)
+
+
 def _time_axis(result: Result) -> np.ndarray:
     """The start of each time bin, in ms from the log's start."""
     summary = result.summary
@@ -318,20 +324,10 @@ def _offset_timeline(result: Result) -> list:
     summary = result.summary
     bins = (summary["time_bins"], summary["offset_bins"])
     grid = _dense(result.to_pandas("time_offset"), "time_bin", "offset_bin", "accesses", bins)
-    fig = _figure(
-        go.Heatmap(
-            z=np.log1p(grid.T.astype(np.float32)),
-            x=_time_axis(result),
-            y=np.arange(bins[1]) * summary["file_bytes"] / bins[1] / 1e6,
-            colorscale="Hot",
-            reversescale=True,
-            colorbar_title="log(1+accesses)",
-        ),
-        title="file-offset timeline (pre-binned)",
-        xaxis_title="ms",
-        yaxis_title="file offset (MB)",
-    )
-    return [fig]
+    offsets_mb = np.arange(bins[1]) * summary["file_bytes"] / bins[1] / 1e6
+    heat = go.Heatmap(z=np.log1p(grid.T.astype(np.float32)), colorscale="Hot", reversescale=True,
+                      colorbar_title="log(1+accesses)")  # fmt: skip
+    return [_over_time(result, heat, offsets_mb, "file-offset timeline (pre-binned)", "file offset (MB)")]
 
 
 def _sampled(result: Result) -> list:
@@ -382,19 +378,8 @@ def _threads(result: Result) -> list:
     cells = result.to_pandas("thread_time")
     rows = int(cells["thread"].max()) + 1 if len(cells) else 1
     grid = _dense(cells, "thread", "time_bin", "accesses", (rows, result.summary["time_bins"]))
-    fig = _figure(
-        go.Heatmap(
-            z=grid.astype(np.float64),
-            x=_time_axis(result),
-            y=np.arange(rows),
-            colorscale="Blues",
-            colorbar_title="accesses",
-        ),
-        title="thread utilisation over time (accesses per bin)",
-        xaxis_title="ms",
-        yaxis_title="thread",
-    )
-    return [fig]
+    heat = go.Heatmap(z=grid.astype(np.float64), colorscale="Blues", colorbar_title="accesses")
+    return [_over_time(result, heat, np.arange(rows), "thread utilisation over time (accesses per bin)", "thread")]
 
 
 def _experts(result: Result) -> list:

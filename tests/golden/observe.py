@@ -36,8 +36,12 @@ def command(step: list[str], out: Path, mpi: int = 0) -> list[str]:
 
 
 def normalise(data: bytes, out: Path) -> bytes:
-    """`data` with the case's directory and the data directory as placeholders, and random ids fixed."""
-    data = data.replace(str(out).encode(), b"{out}").replace(str(DATA).encode(), b"{data}")
+    """`data` with the case's directory and the data directory as placeholders (also where JSON escaped their
+    slashes, so that a digest does not depend on where the checkout lies), and random ids fixed."""
+    for path, name in ((str(out), b"{out}"), (str(DATA), b"{data}")):
+        # plotly's JSON writes "/" as "\u002f", json.dumps may write "\/": the paths in either spelling
+        for spelling in (path, path.replace("/", "\\u002f"), path.replace("/", "\\/")):
+            data = data.replace(spelling.encode(), name)
     return _UUID.sub(b"00000000-0000-0000-0000-000000000000", data)
 
 

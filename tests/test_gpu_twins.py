@@ -13,8 +13,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 _CUPY_KERNELS = {"ElementwiseKernel", "ReductionKernel", "RawKernel"}
 # `extern "C" __global__ void name(` or `extern "C" { ... __global__ void name(`: the entry points

@@ -2,7 +2,15 @@
 
 Every process runs :func:`analyse` with the same arguments; each loads only the ranks dealt to it, and
 the cross-rank work is bulk exchanges of typed records (:mod:`gpuan.engine.procs`). The result, on
-process 0, does not depend on the number of processes.
+process 0, does not depend on the number of processes, nor on the engine.
+
+What runs where: reading a rank and extracting its communication calls and intervals is host work over
+the Arrow event table (regular expressions over names, a replay in time order); from there the call
+records move to the engine (:class:`~gpuan.replay.records.Records`: numpy, or CuPy on a GPU), where
+matching, wait states, clock offsets and the point-to-point pairing run and whence they are exchanged
+(device buffers go between processes by the path :func:`gpuan.engine.procs.device_path` chose). The
+time breakdown (per rank, over the intervals read on the host) and the tables (pandas, on process 0) are
+built on the host from the records gathered there.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from gpuan.engine import Engine, resolve
-from gpuan.engine.procs import Procs
+from gpuan.engine.procs import Procs, exchange_path
 from gpuan.errors import TraceError, UsageError
 from gpuan.options import REPLAY_REPORTS
 from gpuan.replay.breakdown import BREAKDOWN, RankTime, breakdown, rank_time
@@ -26,6 +34,7 @@ from gpuan.replay.collectives import clock_offsets, leave_deviations, match, own
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
 from gpuan.replay.deal import owners
 from gpuan.replay.p2p import late_states
+from gpuan.replay.records import Records, allgather, gather, send
 from gpuan.replay.tables import frames
 from gpuan.result import Result
 from gpuan.trace.inputs import RunSources
@@ -35,9 +44,9 @@ from gpuan.trace.table import Trace
 @dataclass
 class _OwnRanks:
     """What this process extracted from the ranks dealt to it, on the run's common clock: each rank's
-    communication calls (:data:`~gpuan.replay.comms.CALL` records) and intervals of time."""
+    communication calls (:data:`~gpuan.replay.comms.CALL` records, on the engine) and intervals of time."""
 
-    calls: dict[int, np.ndarray] = field(default_factory=dict)
+    calls: dict[int, Records] = field(default_factory=dict)
     times: dict[int, RankTime] = field(default_factory=dict)
     pg_names: dict[int, str] = field(default_factory=dict)  # process group id → name, of every process
     events: int = 0
@@ -57,12 +66,12 @@ class _Waits:
     the point-to-point messages its ranks received and their sends' Late Receiver waits; and its call
     records as they were before any clock alignment (what the tables report as enter and leave)."""
 
-    calls: np.ndarray
-    matched_waits: np.ndarray
-    collectives: np.ndarray
-    rank_waits: np.ndarray
-    messages: np.ndarray
-    send_waits: np.ndarray
+    calls: Records
+    matched_waits: Records
+    collectives: Records
+    rank_waits: Records
+    messages: Records
+    send_waits: Records
     offsets: np.ndarray
     fetch_rounds: int
 
@@ -83,10 +92,10 @@ def analyse(
     clock offsets estimated from collective completion before matching; `procs` are the processes that
     share the work (default: this one alone; :func:`gpuan.engine.procs.from_launcher` gives MPI's). The
     tables and the summary do not depend on the run, except ``summary["diagnostics"]`` (wall times, peak
-    memory). The replay runs on the CPU whatever the `engine` (its work is sorting and exchanging
-    records); the engine is only checked. Raises TraceError, the same on every process, when a rank
-    cannot be read; UsageError for an unknown analysis or deal."""
-    resolve(engine)
+    memory, how device buffers crossed). The matching, the wait states and the exchanges run on the
+    `engine` (the module docstring says what stays on the host). Raises TraceError, the same on every
+    process, when a rank cannot be read; UsageError for an unknown analysis or deal."""
+    engine = resolve(engine)
     unknown = sorted(set(analyses) - set(REPLAY_REPORTS))
     if unknown:
         raise UsageError(f"unknown analysis {', '.join(unknown)}; choose from {', '.join(REPLAY_REPORTS)}")
@@ -97,9 +106,9 @@ def analyse(
         owner = owners(sources, procs.size, deal)
         traces = _read_own(sources, owner, procs)
     with _timed(clock, "extract"):
-        own = _extract(traces, len(sources), procs)
+        own = _extract(traces, len(sources), procs, engine)
     del traces  # the events are no longer needed: only the records extracted from them
-    found = _find_waits(own, owner, procs, align_clocks, clock)
+    found = _find_waits(own, owner, procs, align_clocks, clock, engine)
     with _timed(clock, "analyse"):
         breakdowns = _breakdowns(own, found)
     with _timed(clock, "exchange"):
@@ -121,8 +130,8 @@ def analyse(
         "analyses": list(analyses),
         "last_to_finish": {"rank": last_rank, "end_ns": last_end},
         "clocks_aligned": align_clocks,
-        # run-dependent (wall times, memory): what a benchmark reads; no output prints it
-        "diagnostics": {"per_process": per_process},
+        # run-dependent (wall times, memory, the exchange's path): what a benchmark reads; no output prints it
+        "diagnostics": {"per_process": per_process, "exchange": _exchange_path(procs, engine)},
     }
     return Result("replay", _tables(gathered, own.pg_names, analyses, found.offsets), summary)
 
@@ -165,9 +174,15 @@ def _read_own(sources: RunSources, owner: np.ndarray, procs: Procs) -> dict[int,
     return traces
 
 
-def _extract(traces: dict[int, Trace], n_sources: int, procs: Procs) -> _OwnRanks:
-    """Return the communication calls and intervals of this process's ranks, shifted onto the clock of
-    the run's earliest rank; the process groups' names are those of every process."""
+def _exchange_path(procs: Procs, engine: Engine) -> str:
+    """Return how this run's records crossed between processes: "none" (one process), "host" (host
+    memory to MPI), or the path device buffers took (:data:`gpuan.engine.procs.DEVICE_PATHS`)."""
+    return "none" if procs.comm is None else exchange_path(engine.is_gpu, procs.device_path)
+
+
+def _extract(traces: dict[int, Trace], n_sources: int, procs: Procs, engine: Engine) -> _OwnRanks:
+    """Return the communication calls (on the `engine`) and intervals of this process's ranks, shifted
+    onto the clock of the run's earliest rank; the process groups' names are those of every process."""
     bases = [int(trace.metadata.get("base_time_ns", 0)) for trace in traces.values() if len(trace)]
     base = int(procs.allreduce(np.array([min(bases) if bases else np.iinfo(np.int64).max]), "min")[0])
     worlds = [int((t.metadata.get("distributed_info") or {}).get("world_size") or 0) for t in traces.values()]
@@ -175,7 +190,7 @@ def _extract(traces: dict[int, Trace], n_sources: int, procs: Procs) -> _OwnRank
     own = _OwnRanks(events=sum(len(trace) for trace in traces.values()))
     for rank, trace in traces.items():
         calls, names = comm_calls(trace, rank, world)
-        own.calls[rank] = calls
+        own.calls[rank] = Records.of(calls, engine.xp)
         own.times[rank] = rank_time(trace, calls["row"])
         own.pg_names.update(names)
         if len(trace):
@@ -185,39 +200,45 @@ def _extract(traces: dict[int, Trace], n_sources: int, procs: Procs) -> _OwnRank
     return own
 
 
-def _find_waits(own: _OwnRanks, owner: np.ndarray, procs: Procs, align_clocks: bool, clock: dict) -> _Waits:
+def _find_waits(
+    own: _OwnRanks, owner: np.ndarray, procs: Procs, align_clocks: bool, clock: dict, engine: Engine
+) -> _Waits:
     """Return the wait states of this process's ranks: collectives matched by the process that owns each
     (process group, sequence number), their waits sent home to the ranks' processes, and the
-    point-to-point messages; with `align_clocks`, `own` is first moved by the estimated clock offsets."""
+    point-to-point messages; with `align_clocks`, `own` is first moved by the estimated clock offsets.
+    The records are on the `engine`."""
+    xp, n_ranks, owner = engine.xp, len(owner), engine.asarray(owner)
     with _timed(clock, "exchange"):
-        calls = _concat(own.calls)
+        calls = Records.concat(list(own.calls.values()), CALL, xp)
         collective_calls = calls[calls["kind"] == COLLECTIVE]
-        to_match = procs.alltoallv(
-            collective_calls, owner_of(collective_calls["pg"], collective_calls["seq"], procs.size)
-        )
+        to_match = send(procs, collective_calls, owner_of(collective_calls["pg"], collective_calls["seq"], procs.size))
         # every process applies the offsets to its own ranks: the deviations go to everyone
-        offsets = clock_offsets(procs.allgatherv(leave_deviations(to_match)), len(owner))
+        offsets = clock_offsets(allgather(procs, leave_deviations(to_match)), n_ranks)
     with _timed(clock, "analyse"):
         if align_clocks:
             for rank in own.calls:
                 own.shift(rank, -int(offsets[rank]))
         waits, collectives = match(to_match, offsets if align_clocks else None)
     with _timed(clock, "exchange"):
-        rank_waits = procs.alltoallv(waits, owner[waits["rank"]])
-        messages, send_waits, fetcher = late_states(procs, owner, own.calls)
+        rank_waits = send(procs, waits, owner[waits["rank"]])
+        messages, send_waits, fetcher = late_states(procs, owner, own.calls, xp)
     return _Waits(calls, waits, collectives, rank_waits, messages, send_waits, offsets, fetcher.rounds)
 
 
 def _breakdowns(own: _OwnRanks, found: _Waits) -> np.ndarray:
-    """Return the :data:`~gpuan.replay.breakdown.BREAKDOWN` record of each of this process's ranks."""
+    """Return the :data:`~gpuan.replay.breakdown.BREAKDOWN` record of each of this process's ranks: on the
+    host, since each rank's intervals were read there (:func:`rank_time`) and a rank's breakdown is one
+    small sweep; its waits and messages come from the engine once."""
+    rank_waits, messages = found.rank_waits.to_numpy(), found.messages.to_numpy()
+    send_waits = found.send_waits.to_numpy()
     rows = []
     for rank in sorted(own.calls):
-        calls = own.calls[rank]
-        waits = found.rank_waits[found.rank_waits["rank"] == rank]
+        calls = own.calls[rank].to_numpy()
+        waits = rank_waits[rank_waits["rank"] == rank]
         by_row = np.argsort(calls["row"])
         wait_enter = calls["enter"][by_row][np.searchsorted(calls["row"], waits["row"], sorter=by_row)]
-        received = found.messages[found.messages["dst"] == rank]
-        sent = found.send_waits[found.send_waits["rank"] == rank]
+        received = messages[messages["dst"] == rank]
+        sent = send_waits[send_waits["rank"] == rank]
         wait_leave = wait_enter + waits["wait"]
         wait = (
             np.concatenate((wait_enter, received["recv_enter"], sent["enter"])),
@@ -233,13 +254,14 @@ def _breakdowns(own: _OwnRanks, found: _Waits) -> np.ndarray:
 
 
 def _gather(found: _Waits, breakdowns: np.ndarray, procs: Procs) -> dict[str, np.ndarray | None]:
-    """Return every process's records that the tables are built from, on process 0 (None elsewhere)."""
+    """Return every process's records that the tables are built from, as structured numpy on process 0
+    (None elsewhere): the tables are pandas frames, built on the host."""
     return {
-        "calls": procs.gatherv(found.calls),
-        "waits": procs.gatherv(found.matched_waits),
-        "collectives": procs.gatherv(found.collectives),
-        "messages": procs.gatherv(found.messages),
-        "breakdown": procs.gatherv(breakdowns),
+        "calls": gather(procs, found.calls),
+        "waits": gather(procs, found.matched_waits),
+        "collectives": gather(procs, found.collectives),
+        "messages": gather(procs, found.messages),
+        "breakdown": gather(procs, Records.of(breakdowns)),
     }
 
 
@@ -248,8 +270,3 @@ def _last_to_finish(times: dict[int, RankTime], procs: Procs) -> tuple[int, int]
     last = max(times, key=lambda rank: (times[rank].span[1], -rank), default=-1)
     end, who = procs.maxloc(np.array([times[last].span[1] if last >= 0 else -1.0]), np.array([last]))
     return int(who[0]), int(end[0])
-
-
-def _concat(calls: dict[int, np.ndarray]) -> np.ndarray:
-    """Return the call records of this process's ranks as one array, in the order of `calls`."""
-    return np.concatenate(list(calls.values())) if calls else np.zeros(0, CALL)

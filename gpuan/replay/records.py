@@ -66,7 +66,7 @@ class Records:
     def __setitem__(self, key, value) -> None:
         """A field name assigns (and casts to) its column; anything else assigns `value`'s rows there."""
         if isinstance(key, str):
-            self._columns[key][...] = value
+            self._columns[key][...] = self.xp.asarray(value)
             return
         for name, col in self._columns.items():
             col[key] = value[name]

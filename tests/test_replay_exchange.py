@@ -163,3 +163,23 @@ def test_replay_under_mpiexec_on_the_gpu_gives_the_cpu_tables(data_dir):
         return json.loads(p.stdout)
 
     assert tables("gpu", 2) == tables("cpu", None)
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test command installs mpich from PyPI)")
+def test_verbose_says_how_records_crossed_on_stderr_only(data_dir):
+    def run(n: int | None, *extra: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "gpuan", "--device", "cpu", "replay", str(data_dir / GLOO), *extra]
+        env = (
+            {**os.environ, "GPUAN_MPI": "0"} if n is None else {k: v for k, v in os.environ.items() if k != "GPUAN_MPI"}
+        )
+        p = subprocess.run([MPIEXEC, "-n", str(n), *cmd] if n else cmd, capture_output=True, text=True,
+                           timeout=300, env=env)  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        return p
+
+    alone, told = run(None), run(None, "--verbose")
+    assert told.stdout == alone.stdout and alone.stderr == ""
+    assert told.stderr == "gpuan replay: engine cpu, 1 process, records exchanged: none\n"
+    two = run(2, "--verbose")
+    assert two.stdout.splitlines()[1:] == alone.stdout.splitlines()[1:]  # the first line names the processes
+    assert two.stderr == "gpuan replay: engine cpu, 2 processes, records exchanged: host\n"

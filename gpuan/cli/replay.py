@@ -4,6 +4,7 @@ per-rank traces of a run; under ``mpirun -np P`` the ranks are shared among P pr
 from __future__ import annotations
 
 import argparse
+import sys
 
 from gpuan.cli.arguments import count, nonempty
 
@@ -31,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="apply the clock offsets estimated from collective completion before matching")  # fmt: skip
     p.add_argument("--top", type=count, default=5, help="stragglers to name (default: 5)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--verbose", action="store_true",
+                   help="say on stderr where the replay ran: its engine, processes, and how records crossed between "
+                   "them (host memory; device buffers by CUDA-aware MPI, ucxx, or staged via the host)")  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -62,6 +66,12 @@ def _run(args, procs) -> int:
     result = analyse(sources, analyses=analyses, deal=args.deal, align_clocks=args.align_clocks, procs=procs)
     if result is None:  # not process 0: it only helped
         return 0
+    if args.verbose:
+        from gpuan.engine import current
+
+        crossed = result.summary["diagnostics"]["exchange"]
+        print(f"gpuan replay: engine {current().name}, {procs.size} process{'es' * (procs.size > 1)}, "
+              f"records exchanged: {crossed}", file=sys.stderr)  # fmt: skip
     if args.output:
         output.write_tables(result, args.output, args.table_format)
     if args.html:

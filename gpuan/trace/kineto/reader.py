@@ -143,9 +143,12 @@ class GlobalStrings:
         known = self.maps[t].size - 1
         fresh = tables.strings(t, start=known)
         if fresh:
-            ids = [self.index.setdefault(s, len(self.index)) for s in fresh]
-            self.maps[t] = np.concatenate([self.maps[t][:-1], np.array(ids + [-1], np.int32)])
+            self.maps[t] = np.concatenate([self.maps[t][:-1], self.add(fresh)])
         return self.maps[t]
+
+    def add(self, strings: list[bytes]) -> np.ndarray:
+        """Return the global ids of `strings` (raw bytes; new ones are numbered on), then -1 for null."""
+        return np.array([self.index.setdefault(s, len(self.index)) for s in strings] + [-1], np.int32)
 
     def decoded(self) -> list[str]:
         """Return the global strings, JSON escapes resolved."""
@@ -203,7 +206,12 @@ def _take(t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, t
     """Move scratch rows [0, rows) of thread t into `out`, string ids made global."""
     if rows == 0:
         return
-    gmap = out.strings.update(t, tables)
+    collect(o64, o32, rows, out.strings.update(t, tables), out)
+
+
+def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: Collected) -> None:
+    """Move scratch rows [0, rows) into `out` (events, flows and metadata apart), their string ids made
+    global through gmap (its last entry: -1, for null)."""
     out.reserve(rows)
     out.rows += sc.drain(
         o64, o32, rows, gmap, out.d64, _D64_SRC, out.d32, _D32_SRC, out.ph, out.rows,

@@ -382,7 +382,9 @@ def _exponent_ns(buf, start, epos, n):
         pos += 1
     e = 0
     while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
-        e = min(e * 10 + (buf[pos] - DIGIT_0), 10_000)
+        # int64 before the subtraction: a uint8 difference would wrap where numpy interprets this (the
+        # CUDA simulator runs the GPU reader's copy of these functions as Python)
+        e = min(e * 10 + (np.int64(buf[pos]) - DIGIT_0), 10_000)
         pos += 1
     if pos >= n:
         return np.int64(0), -1
@@ -765,8 +767,11 @@ def _is_phase(c):
 
 @njit(cache=True)
 def _clear_row(o64, o32, row):
-    o64[row, :] = NULL64
-    o32[row, :] = NULL32
+    # element loops rather than slice assignment: the GPU reader compiles this function for CUDA too
+    for j in range(o64.shape[1]):
+        o64[row, j] = NULL64
+    for j in range(o32.shape[1]):
+        o32[row, j] = NULL32
 
 
 @njit(cache=True)

@@ -8,6 +8,7 @@ Analyses ask :func:`current` for the engine and write array code once against ``
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
@@ -59,8 +60,23 @@ class Engine:
         return self.asarray(col.to_numpy(zero_copy_only=False))
 
     def columns(self, table: pa.Table, names: list[str] | None = None) -> dict:
-        """Return the table's columns (all, or `names`) as engine arrays: the table on the device."""
-        return {n: self.column(table[n]) for n in names or table.column_names}
+        """Return the table's columns (all, or `names`) as engine arrays: the table on the device. Columns
+        made resident with :meth:`keep_resident` come back as they are, without another upload."""
+        held = _RESIDENT.get(id(table), (None, {}))[1] if self.is_gpu else {}
+        return {n: held[n] if n in held else self.column(table[n]) for n in names or table.column_names}
+
+    def keep_resident(self, table: pa.Table) -> dict:
+        """Upload every column of the table once and keep the device arrays for as long as the table lives,
+        so that :meth:`columns` of this table uploads nothing; returns them. On the CPU: the numpy columns."""
+        arrays = {n: self.column(table[n]) for n in table.column_names}
+        if self.is_gpu:
+            key = id(table)
+            _RESIDENT[key] = (weakref.ref(table, lambda _, key=key: _RESIDENT.pop(key, None)), arrays)
+        return arrays
+
+
+#: id(table) -> (a weak reference to the table, its columns on the GPU), while the table lives
+_RESIDENT: dict[int, tuple[weakref.ref, dict]] = {}
 
 
 CPU = Engine("cpu", np)

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 from gpuan.trace import parquet
 from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
@@ -49,19 +49,36 @@ def load(
     rank: int | None = None,
     use_cache: bool = True,
     progress: Progress | None = None,
+    device: str | None = None,
 ) -> Trace:
     """Return the Trace of a trace file or of a directory of per-rank trace files.
 
     Formats are recognised from the content. For a source with a fresh Parquet cache beside it (written
     by ``gpuan convert``), the cache is read instead. `rank` sets the rank of a single file's events.
+    With ``device="gpu"`` the event table's columns are also resident on the GPU (``engine.columns`` of
+    ``trace.events`` returns them without another upload) and Kineto JSON is parsed there; raises
+    :class:`gpuan.engine.EngineError` where there is no GPU. None or "cpu": read on the CPU only.
     """
-    path = Path(path)
+    if device not in (None, "cpu", "gpu"):
+        raise UsageError(f"device: {device!r} is not one of cpu, gpu")
+    if device != "gpu":
+        return _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=False)
+    from gpuan.engine import resolve
+
+    engine = resolve("gpu")
+    trace = _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=True)
+    engine.keep_resident(trace.events)
+    return trace
+
+
+def _load(path: Path, *, rank: int | None, use_cache: bool, progress: Progress | None, gpu: bool) -> Trace:
+    """Return the Trace of a file or directory (see :func:`load`); `gpu`: parse Kineto JSON on the GPU."""
     from gpuan.trace.otf2 import anchor_of, read_otf2
 
     if anchor_of(path) is not None:
         return read_otf2(path) if rank is None else with_rank(read_otf2(path), rank)
     if path.is_dir():
-        return _load_rank_dir(path, use_cache=use_cache, progress=progress)
+        return _load_rank_dir(path, use_cache=use_cache, progress=progress, gpu=gpu)
     if use_cache and path.exists():
         cache = parquet.cache_path(path)
         if parquet.is_fresh(cache, path):
@@ -71,7 +88,7 @@ def load(
     if fmt == "kineto":
         from gpuan.trace.kineto import read_kineto
 
-        return read_kineto(str(path), rank=rank, progress=progress)
+        return read_kineto(str(path), rank=rank, progress=progress, gpu=gpu)
     if fmt == "parquet":
         trace = parquet.read(path)
     elif fmt == "nsys":
@@ -111,13 +128,13 @@ def file_format(path: Path) -> str:
     return parquet.stored_format(path) if fmt == "parquet" else fmt
 
 
-def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | None) -> Trace:
+def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | None, gpu: bool) -> Trace:
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column (each
     file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows)."""
     from gpuan.trace.ranks import ranked_files
 
     ranked = ranked_files(directory)
-    traces = [load(f.path, rank=f.rank, use_cache=use_cache, progress=progress) for f in ranked]
+    traces = [_load(f.path, rank=f.rank, use_cache=use_cache, progress=progress, gpu=gpu) for f in ranked]
     return merge_ranks(traces, [f.rank for f in ranked], source=str(directory))
 
 

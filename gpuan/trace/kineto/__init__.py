@@ -19,7 +19,19 @@ def scanner_is_compiled() -> bool:
     return compiled_on_disk(scanner.scan)
 
 
-def read_kineto(path: str, *, rank: int | None = None, progress: Callable[[int, int], None] | None = None) -> Trace:
-    """Return the Trace of one Kineto / Chrome-trace JSON file (plain or gzip)."""
+def read_kineto(
+    path: str, *, rank: int | None = None, progress: Callable[[int, int], None] | None = None, gpu: bool = False
+) -> Trace:
+    """Return the Trace of one Kineto / Chrome-trace JSON file (plain or gzip). With `gpu`, the JSON is
+    parsed on the GPU (CuPy and numba-CUDA; the same table), where it is a trace the GPU path takes whole."""
     with lean_memory():
-        return build_trace(scan_file(path, progress=progress), source=str(path), rank=rank)
+        raw = None
+        if gpu:
+            import cupy
+
+            from gpuan.trace.kineto.gpu.reader import scan_file_gpu
+
+            raw = scan_file_gpu(str(path), cupy)
+        if raw is None:
+            raw = scan_file(path, progress=progress)
+        return build_trace(raw, source=str(path), rank=rank)

@@ -384,7 +384,9 @@ def _exponent_ns(buf, start, epos, n):
     while pos < n and DIGIT_0 <= buf[pos] <= DIGIT_9:
         # int64 before the subtraction: a uint8 difference would wrap where numpy interprets this (the
         # CUDA simulator runs the GPU reader's copy of these functions as Python)
-        e = min(e * 10 + (np.int64(buf[pos]) - DIGIT_0), 10_000)
+        e = e * 10 + (np.int64(buf[pos]) - DIGIT_0)
+        if e > 10_000:  # (not min(): numba-CUDA's min is not a device function here)
+            e = 10_000
         pos += 1
     if pos >= n:
         return np.int64(0), -1

@@ -38,10 +38,10 @@ def scan_file_gpu(path: str, xp, **launch) -> cpu.RawTrace | None:
     if starts.size and int(fields["status"].max()) != fields_cuda.OK:
         return None
     slot_ids, first, lengths = strings_cuda.string_ids(xp, buf, fields, threads=threads)
-    o32 = fields["o32"]
-    codes = o32[:, _STRING_COLUMNS]
+    o32, columns = fields["o32"], xp.asarray(_STRING_COLUMNS)
+    codes = o32[:, columns]
     rows = xp.arange(codes.shape[0], dtype=np.int64)[:, None] * fields_cuda.MAX_SPANS
-    o32[:, _STRING_COLUMNS] = xp.where(codes != sc.NULL32, slot_ids[rows + xp.maximum(codes, 0)], sc.NULL32)
+    o32[:, columns] = xp.where(codes != sc.NULL32, slot_ids[rows + xp.maximum(codes, 0)], sc.NULL32)
     out = cpu.Collected(1, int(starts.size) + 1024)
     gmap = out.strings.add(_string_bytes(xp, buf, first, lengths))
     cpu.collect(_host(fields["o64"]), _host(o32), int(starts.size), gmap, out)
@@ -83,8 +83,9 @@ def _string_bytes(xp, buf, first, lengths) -> list[bytes]:
     if first.size == 0:
         return []
     ends = xp.cumsum(lengths)
-    total = int(ends[-1])
-    where = xp.repeat(first - (ends - lengths), lengths) + xp.arange(total)
+    k = xp.arange(int(ends[-1]))
+    s = xp.searchsorted(ends, k, side="right")  # the string that packed byte k belongs to
+    where = first[s] + k - (ends - lengths)[s]
     data = _host(buf[where]).tobytes()
     cuts = _host(ends).tolist()
     return [data[a:b] for a, b in zip([0, *cuts[:-1]], cuts)]

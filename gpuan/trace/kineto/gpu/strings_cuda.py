@@ -49,7 +49,8 @@ def first_occurrences(xp, buf, hashes, offsets, lengths, **launch):
     todo = xp.arange(offsets.size)
     while todo.size:
         h, o, n = hashes[todo], offsets[todo], lengths[todo]
-        order = xp.lexsort(xp.stack([o, n, h]))
+        # one int64 key array (stacking uint64 with int64 would make floats); only equality of hashes matters
+        order = xp.lexsort(xp.stack([o, n, h.view(np.int64)]))
         h, o, n = h[order], o[order], n[order]
         starts = xp.ones(o.size, np.bool_)
         starts[1:] = (h[1:] != h[:-1]) | (n[1:] != n[:-1])

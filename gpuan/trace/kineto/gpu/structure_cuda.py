@@ -62,7 +62,7 @@ def _quotes_kernel(buf, b64, nblocks, items, quotes, parity):
     first = t * items
     if first >= nblocks:
         return
-    last = min(first + items, nblocks)
+    last = first + items if first + items < nblocks else nblocks
     carry = _escaped_from_before(buf, first * 64)
     par = 0
     for blk in range(first, last):
@@ -90,7 +90,7 @@ def _brackets_kernel(b64, quotes, in_string_before, nblocks, items, opens, close
     first = t * items
     if first >= nblocks:
         return
-    last = min(first + items, nblocks)
+    last = first + items if first + items < nblocks else nblocks
     inside = ALL if in_string_before[t] else np.uint64(0)
     d = 0
     for blk in range(first, last):
@@ -111,7 +111,7 @@ def _starts_kernel(buf, opens, closes, depth_before, nblocks, items, start, leve
     first = t * items
     if first >= nblocks:
         return
-    last = min(first + items, nblocks)
+    last = first + items if first + items < nblocks else nblocks
     d = depth_before[t]
     found = 0
     base = offsets[t] if write else 0

@@ -137,7 +137,7 @@ def analyse(
 
 
 def _tables(
-    gathered: dict[str, np.ndarray], pg_names: dict[int, str], analyses: tuple[str, ...], offsets: np.ndarray
+    gathered: dict[str, Records], pg_names: dict[int, str], analyses: tuple[str, ...], offsets: np.ndarray
 ) -> dict[str, pa.Table]:
     """Return the Result's tables: those of the analyses (:func:`~gpuan.replay.tables.frames`) and the
     clock offsets by rank."""
@@ -253,9 +253,8 @@ def _breakdowns(own: _OwnRanks, found: _Waits) -> np.ndarray:
     return np.concatenate(rows) if rows else np.zeros(0, BREAKDOWN)
 
 
-def _gather(found: _Waits, breakdowns: np.ndarray, procs: Procs) -> dict[str, np.ndarray | None]:
-    """Return every process's records that the tables are built from, as structured numpy on process 0
-    (None elsewhere): the tables are pandas frames, built on the host."""
+def _gather(found: _Waits, breakdowns: np.ndarray, procs: Procs) -> dict[str, Records | None]:
+    """Return every process's records that the tables are built from, on process 0 (None elsewhere)."""
     return {
         "calls": gather(procs, found.calls),
         "waits": gather(procs, found.matched_waits),

@@ -129,11 +129,11 @@ def send(procs: Procs, records: Records, dest) -> Records:
     return Records.from_rows(got, records.dtype, records.xp)
 
 
-def gather(procs: Procs, records: Records) -> np.ndarray | None:
-    """Return every process's `records` concatenated in process order, as structured numpy on process 0
-    (where the tables are built), None elsewhere; collective over `procs`."""
+def gather(procs: Procs, records: Records) -> Records | None:
+    """Return every process's `records` concatenated in process order on process 0 (on the same engine),
+    None elsewhere; collective over `procs`."""
     got = procs.gatherv(records.rows())
-    return None if got is None else Records.from_rows(got, records.dtype, records.xp).to_numpy()
+    return None if got is None else Records.from_rows(got, records.dtype, records.xp)
 
 
 def allgather(procs: Procs, records: Records) -> Records:

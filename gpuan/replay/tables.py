@@ -1,23 +1,27 @@
 """The replay's output tables, built on process 0 from the gathered records: pandas frames with one
-deterministic row order, so that any number of processes gives the same tables."""
+deterministic row order, so that any number of processes gives the same tables. The stragglers and the
+collectives' traffic are totals computed on the engine the records are on (:mod:`aggregates`); the rest
+is the records themselves, joined and named on the host."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from gpuan.replay import aggregates
 from gpuan.replay.breakdown import CATEGORIES
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OPS
+from gpuan.replay.records import Records
 
 
 def frames(
-    gathered: dict[str, np.ndarray], pg_names: dict[int, str], analyses: tuple[str, ...]
+    gathered: dict[str, Records], pg_names: dict[int, str], analyses: tuple[str, ...]
 ) -> dict[str, pd.DataFrame]:
-    """Return the named output tables for the chosen analyses from the gathered records."""
-    calls = pd.DataFrame(gathered["calls"])
-    waits = pd.DataFrame(gathered["waits"])
-    collectives = pd.DataFrame(gathered["collectives"])
-    messages = pd.DataFrame(gathered["messages"])
+    """Return the named output tables for the chosen analyses from the gathered records (on any engine)."""
+    calls = pd.DataFrame(gathered["calls"].to_numpy())
+    waits = pd.DataFrame(gathered["waits"].to_numpy())
+    collectives = pd.DataFrame(gathered["collectives"].to_numpy())
+    messages = pd.DataFrame(gathered["messages"].to_numpy())
     messages = messages.sort_values(["src", "dst", "tag", "seq"], kind="stable").reset_index(drop=True)
     per_call = calls.merge(waits, on=["rank", "row"], how="inner")
     for frame in (collectives, per_call):
@@ -37,12 +41,23 @@ def frames(
         out["p2p"] = messages
         out["wait_totals"] = wait_totals(collectives, per_call, messages)
     if "stragglers" in analyses:
-        out["stragglers"] = stragglers(collectives, per_call, messages)
+        columns = ("calls", "waits", "collectives", "messages")
+        out["stragglers"] = pd.DataFrame(aggregates.stragglers(*(gathered[name] for name in columns)))
     if "breakdown" in analyses:
-        out["breakdown"] = _with_shares(pd.DataFrame(gathered["breakdown"]))
+        out["breakdown"] = _with_shares(pd.DataFrame(gathered["breakdown"].to_numpy()))
     if "comm-matrix" in analyses:
-        out["comm_matrix"] = comm_matrix(per_call, messages)
+        matched = aggregates.with_waits(gathered["calls"], gathered["waits"])[0]
+        out["comm_matrix"] = comm_matrix(aggregates.pair_traffic(matched, _places(pg_names, matched.xp)), messages)
     return out
+
+
+def _places(pg_names: dict[int, str], xp):
+    """Return a function giving each process group id its place in the order of the groups' names."""
+    ids = np.array(sorted(pg_names), np.int64)
+    place = np.empty(ids.size, np.int64)
+    place[sorted(range(ids.size), key=lambda i: pg_names[int(ids[i])])] = np.arange(ids.size)
+    ids, place = xp.asarray(ids), xp.asarray(place)
+    return lambda pg: place[xp.clip(xp.searchsorted(ids, pg), 0, max(ids.size - 1, 0))]
 
 
 def _with_shares(breakdowns: pd.DataFrame) -> pd.DataFrame:
@@ -75,56 +90,18 @@ def wait_totals(collectives: pd.DataFrame, per_call: pd.DataFrame, messages: pd.
     return pd.DataFrame(rows, columns=["wait_state", "instances", "total_ns"])
 
 
-def stragglers(collectives: pd.DataFrame, per_call: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
-    """Return, per step and rank: collectives taken part in, times it arrived last, the wait it caused
-    the others (their waits in collectives it was last to, plus Late Sender waits on its sends), its own
-    wait, and its arrival delay after the first member (mean, max)."""
-    own = per_call.groupby(["step", "rank"]).agg(
-        collectives=("seq", "size"), own_wait=("wait", "sum"), mean_delay=("delay", "mean"), max_delay=("delay", "max"),
-        late=("culprit", "sum"),
-    )  # fmt: skip
-    blamed = (
-        collectives[(collectives["present"] > 1) & (collectives["late_rank"] >= 0)]
-        .groupby(["step", "late_rank"])["total_wait"]
-        .sum()
-        .rename("caused_wait")
-    )
-    blamed.index = blamed.index.set_names(["step", "rank"])
-    table = own.join(blamed, how="outer")
-    if len(messages):
-        late_sends = messages[messages["late_sender"] > 0]
-        sent_late = late_sends.groupby(["step", "src"])["late_sender"].sum().rename("caused_p2p_wait")
-        sent_late.index = sent_late.index.set_names(["step", "rank"])
-        table = table.join(sent_late, how="outer")
-    else:
-        table["caused_p2p_wait"] = 0
-    table = table.fillna(0).reset_index()
-    for column in ("collectives", "own_wait", "late", "caused_wait", "caused_p2p_wait", "max_delay"):
-        table[column] = table[column].astype(np.int64)
-    table["caused_total"] = table["caused_wait"] + table["caused_p2p_wait"]
-    return table.sort_values(
-        ["caused_total", "step", "rank"], ascending=[False, True, True], kind="stable"
-    ).reset_index(drop=True)
-
-
-def comm_matrix(per_call: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
+def comm_matrix(collective_traffic: dict[str, np.ndarray], messages: pd.DataFrame) -> pd.DataFrame:
     """Return bytes and messages per (src, dst): point-to-point messages as recorded, and collectives as
-    the traffic of their usual algorithm among the present members (ring for all-reduce, all-gather and
-    reduce-scatter; every pair for all-to-all, each member's message split evenly among the members;
-    root to each or each to root for rooted ones)."""
+    the traffic of their usual algorithm among the present members (:func:`aggregates.pair_traffic`)."""
     parts = []
     if len(messages):
         p2p = messages.groupby(["src", "dst"]).agg(bytes=("nbytes", "sum"), messages=("nbytes", "size")).reset_index()
         p2p["kind"] = "p2p"
         parts.append(p2p)
-    traffic: dict[tuple[int, int], list[float]] = {}  # (src, dst) → [bytes, messages]
-    for _, calls in per_call.groupby(["process_group", "seq"], sort=False):
-        for src, dst, nbytes in _collective_traffic(calls):
-            pair = traffic.setdefault((int(src), int(dst)), [0.0, 0])
-            pair[0] += nbytes
-            pair[1] += 1
-    if traffic:
-        rows = [(src, dst, int(round(sent[0])), sent[1]) for (src, dst), sent in sorted(traffic.items())]
+    if len(collective_traffic["src"]):
+        sent = collective_traffic
+        rows = [(src, dst, int(round(total)), count) for src, dst, total, count in
+                zip(*(sent[name].tolist() for name in ("src", "dst", "bytes", "messages")))]  # fmt: skip
         collectives = pd.DataFrame(rows, columns=["src", "dst", "bytes", "messages"])
         collectives["kind"] = "collective"
         parts.append(collectives)
@@ -135,24 +112,3 @@ def comm_matrix(per_call: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
         .sort_values(["kind", "src", "dst"])
         .reset_index(drop=True)
     )
-
-
-def _collective_traffic(calls: pd.DataFrame) -> list[tuple[int, int, float]]:
-    """Return (src, dst, bytes) of each transfer of one collective (its members' calls), by the usual
-    algorithm of its operation; none for a collective of one member or of an unknown operation."""
-    members = np.sort(calls["rank"].to_numpy())
-    n_members = members.size
-    if n_members < 2:
-        return []
-    op, size = calls["op"].iloc[0], float(calls["nbytes"].max())
-    if op in ("all_reduce", "all_gather", "reduce_scatter"):
-        per_step = size * (n_members - 1) / n_members * (2 if op == "all_reduce" else 1)
-        return [(members[i], members[(i + 1) % n_members], per_step) for i in range(n_members)]
-    if op == "all_to_all":  # each member sends its own message, in equal parts
-        sent = dict(zip(calls["rank"], calls["nbytes"]))
-        return [(a, b, sent[a] / n_members) for a in members for b in members if a != b]
-    if op in ONE_TO_N | N_TO_ONE:
-        first_root = calls["peer"].iloc[0] if "peer" in calls else -1
-        root = int(first_root) if first_root >= 0 else int(members[0])
-        return [(root, b, size) if op in ONE_TO_N else (b, root, size) for b in members if b != root]
-    return []

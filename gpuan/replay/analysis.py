@@ -7,10 +7,11 @@ process 0, does not depend on the number of processes, nor on the engine.
 What runs where: reading a rank and extracting its communication calls and intervals is host work over
 the Arrow event table (regular expressions over names, a replay in time order); from there the call
 records move to the engine (:class:`~gpuan.replay.records.Records`: numpy, or CuPy on a GPU), where
-matching, wait states, clock offsets and the point-to-point pairing run and whence they are exchanged
-(device buffers go between processes by the path :func:`gpuan.engine.procs.device_path` chose). The
-time breakdown (per rank, over the intervals read on the host) and the tables (pandas, on process 0) are
-built on the host from the records gathered there.
+matching, wait states, clock offsets, the point-to-point pairing and each rank's time breakdown run and
+whence they are exchanged (device buffers go between processes by the path
+:func:`gpuan.engine.procs.device_path` chose). On process 0 the stragglers and the traffic per pair are
+totalled there too (:mod:`~gpuan.replay.aggregates`); the tables themselves are pandas frames, built on
+the host.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from gpuan.replay.collectives import clock_offsets, leave_deviations, match, own
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
 from gpuan.replay.deal import owners
 from gpuan.replay.p2p import late_states
-from gpuan.replay.records import Records, allgather, gather, send
+from gpuan.replay.records import Records, allgather, argsort, gather, send
 from gpuan.replay.tables import frames
 from gpuan.result import Result
 from gpuan.trace.inputs import RunSources
@@ -110,7 +111,7 @@ def analyse(
     del traces  # the events are no longer needed: only the records extracted from them
     found = _find_waits(own, owner, procs, align_clocks, clock, engine)
     with _timed(clock, "analyse"):
-        breakdowns = _breakdowns(own, found)
+        breakdowns = _breakdowns(own, found, engine)
     with _timed(clock, "exchange"):
         last_rank, last_end = _last_to_finish(own.times, procs)
         gathered = _gather(found, breakdowns, procs)
@@ -225,31 +226,30 @@ def _find_waits(
     return _Waits(calls, waits, collectives, rank_waits, messages, send_waits, offsets, fetcher.rounds)
 
 
-def _breakdowns(own: _OwnRanks, found: _Waits) -> np.ndarray:
-    """Return the :data:`~gpuan.replay.breakdown.BREAKDOWN` record of each of this process's ranks: on the
-    host, since each rank's intervals were read there (:func:`rank_time`) and a rank's breakdown is one
-    small sweep; its waits and messages come from the engine once."""
-    rank_waits, messages = found.rank_waits.to_numpy(), found.messages.to_numpy()
-    send_waits = found.send_waits.to_numpy()
+def _breakdowns(own: _OwnRanks, found: _Waits, engine: Engine) -> np.ndarray:
+    """Return the :data:`~gpuan.replay.breakdown.BREAKDOWN` record of each of this process's ranks, swept on
+    the `engine`: each rank's intervals, read on the host (:func:`rank_time`), move there once."""
+    xp, on = engine.xp, engine.asarray
     rows = []
     for rank in sorted(own.calls):
-        calls = own.calls[rank].to_numpy()
-        waits = rank_waits[rank_waits["rank"] == rank]
-        by_row = np.argsort(calls["row"])
-        wait_enter = calls["enter"][by_row][np.searchsorted(calls["row"], waits["row"], sorter=by_row)]
-        received = messages[messages["dst"] == rank]
-        sent = send_waits[send_waits["rank"] == rank]
+        calls = own.calls[rank]
+        waits = found.rank_waits[found.rank_waits["rank"] == rank]
+        by_row = argsort(xp, calls["row"])
+        wait_enter = calls["enter"][by_row][xp.searchsorted(calls["row"][by_row], waits["row"])]
+        received = found.messages[found.messages["dst"] == rank]
+        sent = found.send_waits[found.send_waits["rank"] == rank]
         wait_leave = wait_enter + waits["wait"]
         wait = (
-            np.concatenate((wait_enter, received["recv_enter"], sent["enter"])),
-            np.concatenate((wait_leave, received["recv_enter"] + received["late_sender"], sent["leave"])),
+            xp.concatenate((wait_enter, received["recv_enter"], sent["enter"])),
+            xp.concatenate((wait_leave, received["recv_enter"] + received["late_sender"], sent["leave"])),
         )
         times = own.times[rank]
         communication = (
-            np.concatenate((calls["enter"], times.other_comm[0])),
-            np.concatenate((calls["leave"], times.other_comm[1])),
+            xp.concatenate((calls["enter"], on(times.other_comm[0]))),
+            xp.concatenate((calls["leave"], on(times.other_comm[1]))),
         )
-        rows.append(breakdown(rank, times.compute, wait, times.setup, communication, times.span))
+        compute, setup = (on(times.compute[0]), on(times.compute[1])), (on(times.setup[0]), on(times.setup[1]))
+        rows.append(breakdown(rank, compute, wait, setup, communication, times.span, xp))
     return np.concatenate(rows) if rows else np.zeros(0, BREAKDOWN)
 
 

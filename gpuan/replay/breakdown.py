@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -110,36 +111,39 @@ def _minus(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -
     edges = sorted_unique(np.concatenate((a[0], a[1], b[0], b[1])))
     if edges.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    keep = _covered(edges, *a) & ~_covered(edges, *b)
+    keep = _covered(np, edges, *a) & ~_covered(np, edges, *b)
     return edges[:-1][keep], edges[1:][keep]
 
 
-def breakdown(rank: int, compute: Spans, wait: Spans, setup: Spans, comm: Spans, span: tuple[int, int]) -> np.ndarray:
-    """Return one :data:`BREAKDOWN` record: each ns of `span` counted once, as compute, else wait, else
-    set-up, else communication, else idle. Each category is given as (starts, ends) of possibly
-    overlapping intervals."""
+def breakdown(
+    rank: int, compute: Spans, wait: Spans, setup: Spans, comm: Spans, span: tuple[int, int], xp: ModuleType = np
+) -> np.ndarray:
+    """Return one :data:`BREAKDOWN` record (host numpy): each ns of `span` counted once, as compute, else
+    wait, else set-up, else communication, else idle. Each category is given as (starts, ends) of possibly
+    overlapping intervals, arrays of the engine `xp` (numpy or CuPy): a sort and prefix sums there."""
     lo, hi = span
     given = (compute, wait, setup, comm)
-    cuts = [np.array([lo, hi], np.int64)]
+    cuts = [xp.asarray([lo, hi], np.int64)]
     for starts, ends in given:
-        cuts += [np.clip(starts, lo, hi), np.clip(ends, lo, hi)]
-    edges = sorted_unique(np.concatenate(cuts))
-    segment = np.diff(edges)
-    label = np.full(segment.size, len(CATEGORIES), np.int8)  # idle
+        cuts += [xp.clip(starts, lo, hi), xp.clip(ends, lo, hi)]
+    edges = xp.sort(xp.concatenate(cuts))
+    edges = edges[xp.concatenate((xp.ones(1, bool), edges[1:] != edges[:-1]))]
+    segment = xp.diff(edges)
+    label = xp.full(segment.size, len(CATEGORIES), np.int8)  # idle
     for category in range(len(CATEGORIES) - 1, -1, -1):  # the lowest category number wins
         starts, ends = given[category]
-        label[_covered(edges, np.clip(starts, lo, hi), np.clip(ends, lo, hi))] = category
+        label[_covered(xp, edges, xp.clip(starts, lo, hi), xp.clip(ends, lo, hi))] = category
     out = np.zeros(1, BREAKDOWN)
     out["rank"], out["span"] = rank, hi - lo
     for category, name in enumerate((*CATEGORIES, "idle")):
-        out[name] = segment[label == category].sum()
+        out[name] = int(segment[label == category].sum())
     return out
 
 
-def _covered(edges: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Return, per elementary segment between consecutive `edges`, whether any interval covers it."""
-    delta = np.zeros(edges.size, np.int64)
+def _covered(xp: ModuleType, edges, starts, ends):
+    """Return, per elementary segment between consecutive `edges` (sorted, distinct), whether any interval
+    [start, end) covers it: +1 at each start's edge, -1 at each end's, a prefix sum."""
     keep = ends > starts
-    np.add.at(delta, np.searchsorted(edges, starts[keep]), 1)
-    np.add.at(delta, np.searchsorted(edges, ends[keep]), -1)
-    return np.cumsum(delta)[:-1] > 0
+    delta = xp.bincount(xp.searchsorted(edges, starts[keep]), minlength=edges.size).astype(np.int64)
+    delta -= xp.bincount(xp.searchsorted(edges, ends[keep]), minlength=edges.size)
+    return xp.cumsum(delta)[:-1] > 0

@@ -333,6 +333,20 @@ def test_bad_input_goes_to_the_cpu_reader_in_the_simulator(tmp_path):
     assert "refused" in _sim("check_refused", str(tmp_path))
 
 
+def test_load_device_cpu_is_the_default_and_gpu_needs_one(tmp_path):
+    import gpuan
+    from gpuan.engine import EngineError, gpu_available
+
+    path = tmp_path / "t.json"
+    path.write_bytes(generated_trace(5, True))
+    assert gpuan.load(path, use_cache=False, device="cpu").events.equals(gpuan.load(path, use_cache=False).events)
+    with pytest.raises(gpuan.UsageError, match="device"):
+        gpuan.load(path, device="tpu")
+    if not gpu_available():
+        with pytest.raises(EngineError, match="no GPU here"):
+            gpuan.load(path, device="gpu")
+
+
 @pytest.mark.gpu_twin("gpuan/trace/kineto/gpu/fields_cuda.py::_fields_kernel")
 @pytest.mark.gpu_twin("gpuan/trace/kineto/gpu/structure_cuda.py::_quotes_kernel")
 def test_load_on_a_real_gpu(data_dir, tmp_path):

@@ -77,6 +77,7 @@ def test_match_counts_equal_numpy():
     assert periods.match_counts(ids, ps).tolist() == want
 
 
+@pytest.mark.gpu_twin("gpuan/cycles/periods_cuda.py::_match_counts_kernel")
 def test_gpu_match_counts_kernel_agrees_in_the_simulator():
     code = (
         "import numpy as np\n"
@@ -95,6 +96,7 @@ def test_gpu_match_counts_kernel_agrees_in_the_simulator():
     assert "agree" in r.stdout
 
 
+@pytest.mark.gpu_twin("gpuan/cycles/periods_cuda.py::_match_counts_kernel")
 def test_gpu_match_counts_on_a_real_gpu():
     from gpuan.engine import gpu_available
 

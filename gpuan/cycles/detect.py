@@ -3,7 +3,8 @@
 The rules, in order:
 
 1. *Periodic regions.* For candidate periods ``L`` (:func:`periods.candidate_periods`), scored on the
-   engine (:func:`match_counts`), a region is a maximal stretch where each instance matches the previous
+   engine (:func:`match_counts`) and traced there (:func:`periods.periodic_regions`, on the GPU
+   :mod:`gpuan.cycles.regions_cuda`), a region is a maximal stretch where each instance matches the previous
    one on at least 95 % of its positions. Regions of one pattern that stray events split (an extra
    kernel in one iteration) are chained: less than two instances apart, they make one candidate.
    In a sequence of several streams whose ordered regions leave more than a tenth of it uncovered, or
@@ -206,12 +207,36 @@ def _accept_sub(period: int, reps: int) -> bool:
     return reps >= SUB_MIN_REPS and (reps - 1) * period >= SUB_MIN_EVIDENCE
 
 
-def _match_counts(ids: np.ndarray, cands: np.ndarray, engine: Engine) -> np.ndarray:
-    if engine.is_gpu and ids.shape[0] > periods.EXHAUSTIVE:
+def _on_gpu(ids: np.ndarray, engine: Engine) -> bool:
+    # below EXHAUSTIVE events a launch costs more than the whole CPU pass
+    return engine.is_gpu and ids.shape[0] > periods.EXHAUSTIVE
+
+
+def _match_counts(ids: np.ndarray, device_ids, cands: np.ndarray, engine: Engine) -> np.ndarray:
+    if _on_gpu(ids, engine):
         from gpuan.cycles import periods_cuda
 
-        return periods_cuda.match_counts(ids, cands)
+        return periods_cuda.match_counts(device_ids, cands)
     return periods.match_counts(ids, cands)
+
+
+def _regions(ids: np.ndarray, device_ids, cands: np.ndarray, engine: Engine) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`periods.periodic_regions` of every candidate: one launch on the GPU, one pass each on the CPU."""
+    allowed = [_allowed(int(L)) for L in cands]
+    if _on_gpu(ids, engine):
+        from gpuan.cycles import regions_cuda
+
+        return regions_cuda.periodic_regions(device_ids, cands, np.array(allowed, np.int64), host_ids=ids)
+    return [periods.periodic_regions(ids, int(L), a) for L, a in zip(cands, allowed)]
+
+
+def _device_ids(ids: np.ndarray, engine: Engine):
+    """The ids on the GPU, copied once for both launches (the host array where the CPU runs them)."""
+    if not _on_gpu(ids, engine):
+        return ids
+    from numba import cuda
+
+    return cuda.to_device(np.ascontiguousarray(ids))
 
 
 @dataclass(frozen=True)
@@ -246,7 +271,8 @@ def cover(
     cands = periods.candidate_periods(ids, vocab, n // 2)
     if cands.size == 0:
         return []
-    counts = _match_counts(ids, cands, engine)
+    device_ids = _device_ids(ids, engine)
+    counts = _match_counts(ids, device_ids, cands, engine)
     # an ordered region of two instances needs about `period` matching comparisons (an unordered one
     # may have few: its events interleave differently every time)
     every = cands
@@ -256,9 +282,8 @@ def cover(
         keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_TRACED])
         cands = cands[keep]
     chains = []  # (events covered, period, ordered first, first start, pieces)
-    for p in cands:
+    for p, (starts, ends) in zip(cands, _regions(ids, device_ids, cands, engine)):
         L = int(p)
-        starts, ends = periods.periodic_regions(ids, L, _allowed(L))
         for pieces in _chains(ids, L, starts.tolist(), ends.tolist()):
             whole = sum((end - start) // L for start, end in pieces)
             if accept(L, whole):
@@ -556,8 +581,8 @@ def detect(
     `kind` is any event kind (``kernel`` by default; ``cpu_op`` for CPU-only traces, with `ops` choosing
     top-level, leaf or all operators); `sequences` makes one sequence per GPU stream (``stream``), per
     stream group (``group``: compute streams apart from communication streams) or per device
-    (``merged``). The scoring of candidate periods runs on `engine` (default: the current
-    one); the results are the same on CPU and GPU.
+    (``merged``). The scoring of candidate periods and the tracing of their periodic regions run on
+    `engine` (default: the current one); the results are the same on CPU and GPU.
     """
     engine = engine or current()
     found = split_sequences(trace, kind, sequences=sequences, ops=ops)

@@ -1,8 +1,9 @@
 """The GPU twin of :func:`gpuan.cycles.periods.match_counts`: a numba-CUDA kernel.
 
-Scoring the candidate periods is the one step whose work grows with events x candidates, so it is the
-one that runs on the GPU; every later step touches each event a few times and stays on the host, which
-also keeps the outputs bit-identical between CPU and GPU runs. The kernel runs unchanged in numba's
+Scoring the candidate periods and tracing their periodic regions (:mod:`gpuan.cycles.regions_cuda`) are
+the steps whose work grows with events x candidates, so they run on the GPU; every later step touches
+each event a few times and stays on the host. Both kernels count in integers, so the outputs are
+bit-identical between CPU and GPU runs. The kernel runs unchanged in numba's
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), which is how CI checks it against the CPU version.
 """
 
@@ -44,11 +45,13 @@ def _match_counts_kernel(ids, periods, out):
         cuda.atomic.add(out, cand, partial[0])
 
 
-def match_counts(ids: Any, periods: np.ndarray, blocks: int = BLOCKS_PER_PERIOD) -> np.ndarray:
+def match_counts(ids: Any, periods: np.ndarray, blocks: int | None = None) -> np.ndarray:
     """Return, for each period ``L``, how many ``i`` have ``ids[i] == ids[i + L]`` (computed on the GPU).
 
     `ids` may be a host array or any device array (CuPy, numba); the counts come back to the host.
+    `blocks` per candidate (default :data:`BLOCKS_PER_PERIOD`) shapes the launch, never the result.
     """
+    blocks = blocks or BLOCKS_PER_PERIOD
     if len(periods) == 0:
         return np.zeros(0, np.int64)
     on_device = hasattr(ids, "__cuda_array_interface__")

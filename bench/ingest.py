@@ -672,7 +672,8 @@ def gpu_main(args: argparse.Namespace) -> int:
     print(text)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"ingest-gpu-{now:%Y-%m-%d}-{machine_slug(info)}.md"
+    sizes = "-".join(x.strip() for x in args.gpu_sizes.split(",") if x.strip())
+    out = out_dir / f"ingest-gpu-{sizes}mb-{now:%Y-%m-%d}-{machine_slug(info)}.md"
     out.write_text(text)
     print(f"wrote {out}")
     return 0

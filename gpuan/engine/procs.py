@@ -190,7 +190,9 @@ def _loaded_mpi_libraries() -> list[str]:
             paths = {line.split()[-1] for line in maps if "/libmpi" in line}
     except OSError:
         return []
-    return sorted(p for p in paths if os.path.basename(p).startswith(("libmpi.", "libmpi_")) or "libmpi.so" in p)
+    # MPICH, Intel MPI, MVAPICH and Open MPI all name it libmpi.so.N (Open MPI's C++ bindings, libmpi_cxx,
+    # answer nothing and are skipped by the caller)
+    return sorted(p for p in paths if os.path.basename(p).startswith("libmpi"))
 
 
 def ucxx_available() -> bool:

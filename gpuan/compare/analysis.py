@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from gpuan.compare.pairing import COLUMNS, MATCH_TYPES, pair_kernels
+from gpuan.compare.pairing import COLUMNS, MATCH_TYPES, pair_all
 from gpuan.compare.similarity import cycle_change_pct, cycle_time_us, pair_cycles, similarity
 from gpuan.engine import Engine, resolve
 from gpuan.errors import UsageError
@@ -80,11 +80,11 @@ def analyse(
 
     Summary: ``mode``, ``pairs`` (1), the counts of each match type, ``base_cycle_us``, ``new_cycle_us``,
     ``cycle_change_pct`` (None from a 0 baseline), and for ``align`` the ``rotation`` and ``common``
-    length. The pairing runs on the CPU whatever `engine` is (it is checked all the same)."""
-    resolve(engine)
+    length. On the GPU engine the alignment runs there (:mod:`gpuan.compare.lcs_gpu`), with the same result."""
+    engine = resolve(engine)
     _check_mode(mode)
     base, new = tables
-    frame = pair_kernels(base, new, mode)
+    (frame,) = pair_all([(base, new)], mode, engine)
     row = _cycle_row(0, 0, 0, base, new, similarity(base, new), frame)
     summary = {"mode": mode, "pairs": 1, **{kind: row[kind] for kind in MATCH_TYPES}}
     summary.update(base_cycle_us=row["base_cycle_us"], new_cycle_us=row["new_cycle_us"],
@@ -109,15 +109,13 @@ def analyse_runs(
 
     Summary: ``mode``, ``pairs``, ``unpaired_base`` and ``unpaired_new`` (the files of the cycles left
     without a partner)."""
-    resolve(engine)
+    engine = resolve(engine)
     _check_mode(mode)
     bases, news = runs
     pairs = pair_cycles(bases, news)
-    frames, rows = [], []
-    for pair, (i, j, score) in enumerate(pairs):
-        frame = pair_kernels(bases[i], news[j], mode)
-        frames.append(frame)
-        rows.append(_cycle_row(pair, i, j, bases[i], news[j], score, frame))
+    frames = pair_all([(bases[i], news[j]) for i, j, _ in pairs], mode, engine)  # one batch on the GPU
+    rows = [_cycle_row(pair, i, j, bases[i], news[j], score, frame)
+            for pair, ((i, j, score), frame) in enumerate(zip(pairs, frames))]  # fmt: skip
     paired_base, paired_new = {p[0] for p in pairs}, {p[1] for p in pairs}
     summary = {
         "mode": mode,

@@ -3,13 +3,18 @@
 Lengths for all rotations use the bit-parallel recurrence of Hyyrö (``V' = (V + (V & M)) | (V & ~M)``
 over the match masks of the second sequence): ``n`` rotations cost ``O(n * n * m / 64)`` word
 operations, so a few thousand kernels per cycle stay well under a second. The alignment itself comes
-from one full DP table for the chosen rotation.
+from one full DP table for the chosen rotation. The GPU twin is :mod:`gpuan.compare.lcs_gpu` (an
+anti-diagonal wavefront, ``cuda_kernels/lcs_wavefront.cu``).
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+
+#: an alignment: the rotation, the common length, then per row the index into the rotated first sequence
+#: and into the second (-1 where that side has no element)
+Alignment = tuple[int, int, np.ndarray, np.ndarray]
 
 _ONE = np.uint64(1)
 _ZERO = np.uint64(0)
@@ -120,3 +125,13 @@ def backtrack(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, 
             ai[k], bj[k] = i, -1
         k += 1
     return ai[:k][::-1].copy(), bj[:k][::-1].copy()
+
+
+def alignment(a: np.ndarray, b: np.ndarray) -> Alignment:
+    """Return the :data:`Alignment` of `a` and `b`: :func:`best_rotation`, then :func:`backtrack` over that
+    rotation's :func:`lcs_table` (row ``i`` of the rotated `a` is ``a[(i + rotation) % n]``)."""
+    vocab = int(max(a.max(initial=-1), b.max(initial=-1))) + 1
+    rotation, common = best_rotation(a, b, vocab)
+    n = a.shape[0]
+    rotated = a[(np.arange(n) + rotation) % n] if n else a
+    return int(rotation), int(common), *backtrack(lcs_table(rotated, b), rotated, b)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from gpuan.compare import lcs
 from gpuan.cycles.signature import signature
+from gpuan.engine import CPU, Engine
 from gpuan.trace.inputs import CycleTable
 
 COLUMNS = (
@@ -25,13 +26,14 @@ MATCH_TYPES = ("exact", "similar", "removed", "new_only")
 _STATS = ("avg_duration_us", "min_duration_us", "max_duration_us", "stddev_us")
 
 
-def _signature_ids(*tables: CycleTable) -> tuple[list[np.ndarray], int]:
+def signature_ids(base: CycleTable, new: CycleTable) -> tuple[np.ndarray, np.ndarray]:
+    """Return the kernels of both tables as int64 ids of their signatures (one id per distinct signature)."""
     ids: dict[str, int] = {}
-    per_table = [
+    base_ids, new_ids = (
         np.array([ids.setdefault(signature(name), len(ids)) for name in table.rows["kernel_name"]], np.int64)
-        for table in tables
-    ]
-    return per_table, len(ids)
+        for table in (base, new)
+    )
+    return base_ids, new_ids
 
 
 def _frame(
@@ -60,20 +62,21 @@ def _frame(
     return frame
 
 
-def align(base: CycleTable, new: CycleTable) -> pd.DataFrame:
+def align(base: CycleTable, new: CycleTable, alignment: lcs.Alignment | None = None) -> pd.DataFrame:
     """Return the pairing by alignment: the rotation of the baseline with the longest common
     subsequence of signatures with the new cycle, then that subsequence's pairs in order, with the
     kernels of either side between them as ``removed`` / ``new_only``.
 
     ``frame.attrs["rotation"]`` is the rotation chosen (row ``i`` of the rotated baseline is row
     ``(i + rotation) % n`` of the file), ``frame.attrs["common"]`` the length of the subsequence.
+    `alignment` is that of the two tables' :func:`signature_ids` where it was computed already (the
+    GPU aligns a whole batch at once); else :func:`lcs.alignment` computes it.
     """
-    (base_ids, new_ids), vocab = _signature_ids(base, new)
-    rotation, common = lcs.best_rotation(base_ids, new_ids, vocab)
-    n = base_ids.shape[0]
+    if alignment is None:
+        alignment = lcs.alignment(*signature_ids(base, new))
+    rotation, common, rotated_index, new_index = alignment
+    n = len(base.rows)
     order = (np.arange(n) + rotation) % n if n else np.zeros(0, np.int64)
-    rotated = base_ids[order]
-    rotated_index, new_index = lcs.backtrack(lcs.lcs_table(rotated, new_ids), rotated, new_ids)
     base_index = np.where(rotated_index >= 0, order[np.maximum(rotated_index, 0)] if n else -1, -1)
     base_names = base.rows["kernel_name"].to_numpy(object)
     new_names = new.rows["kernel_name"].to_numpy(object)
@@ -129,6 +132,20 @@ def match(base: CycleTable, new: CycleTable) -> pd.DataFrame:
     return _frame(base, new, np.array(base_index, np.int64), np.array(new_index, np.int64), np.array(kind, object))
 
 
-def pair_kernels(base: CycleTable, new: CycleTable, mode: str = "align") -> pd.DataFrame:
-    """Return the pairing of `mode` (``align``: :func:`align`, ``match``: :func:`match`)."""
-    return align(base, new) if mode == "align" else match(base, new)
+def pair_all(
+    pairs: list[tuple[CycleTable, CycleTable]], mode: str = "align", engine: Engine = CPU
+) -> list[pd.DataFrame]:
+    """Return the pairing of `mode` (``align``: :func:`align`, ``match``: :func:`match`) of each
+    (baseline, new) pair of tables. On the GPU all pairs are aligned together
+    (:func:`gpuan.compare.lcs_gpu.alignments`: one launch per kernel for the whole batch); the result is
+    the CPU's."""
+    if mode != "align":
+        return [match(base, new) for base, new in pairs]
+    ids = [signature_ids(base, new) for base, new in pairs]
+    if engine.is_gpu:
+        from gpuan.compare import lcs_gpu
+
+        found = lcs_gpu.alignments(ids)
+    else:
+        found = [lcs.alignment(a, b) for a, b in ids]
+    return [align(base, new, alignment) for (base, new), alignment in zip(pairs, found)]

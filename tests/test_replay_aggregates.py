@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpuan.replay.aggregates import pair_traffic, stragglers
 from gpuan.replay.collectives import match
 from gpuan.replay.comms import CALL, OP
 from gpuan.replay.p2p import MESSAGE
-from gpuan.replay.records import Records
+from gpuan.replay.records import Records, lexsort_by_argsorts, reduceat_by_at
 
 
 def _calls(*collectives: tuple[str, list[int], list[int], int]) -> np.ndarray:
@@ -63,3 +64,23 @@ def test_stragglers_count_collectives_late_arrivals_and_late_sends():
                     (4, 0, 1, 0, 0), (4, 1, 1, 0, 0)]  # fmt: skip
     assert t["mean_delay"].tolist() == [50.0, 30.0, 0.0, 0.0, 10.0, 0.0, 0.0]
     assert t["late"].tolist() == [1, 1, 0, 0, 0, 0, 0] and t["max_delay"].tolist() == [50, 30, 0, 0, 10, 0, 0]
+
+
+@pytest.mark.parametrize("op", ["minimum", "maximum"])
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64])
+def test_the_run_wise_min_and_max_cupy_takes_equal_numpys_reduceat(op, dtype):
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    values = rng.integers(info.min, info.max, 1000, dtype=dtype, endpoint=True)
+    starts = np.concatenate(([0], np.sort(rng.choice(np.arange(1, 1000), 120, replace=False))))
+    got = reduceat_by_at(np, op, values, starts)
+    assert got.dtype == dtype and (got == getattr(np, op).reduceat(values, starts)).all()
+    one_run = reduceat_by_at(np, op, values, np.zeros(1, np.int64))
+    assert one_run.tolist() == [getattr(np, op).reduce(values)]
+
+
+def test_the_lexsort_cupy_runs_equals_numpys():
+    rng = np.random.default_rng(3)
+    keys = (rng.integers(0, 5, 2000), rng.normal(size=2000).round(1), rng.integers(-3, 3, 2000).astype(np.int32))
+    assert (lexsort_by_argsorts(np, keys) == np.lexsort(keys)).all()
+    assert lexsort_by_argsorts(np, (np.zeros(0, np.int64),)).size == 0

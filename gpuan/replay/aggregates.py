@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort
+from gpuan.replay.records import Records, argsort, lexsort, reduceat
 
 _RING = np.array([op in ("all_reduce", "all_gather", "reduce_scatter") for op in OPS], bool)
 _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)
@@ -35,14 +35,14 @@ def _numbered(xp, starts, n: int):
     return xp.cumsum(marks) - 1
 
 
-def _per_group(xp, reduce, group, values, n_groups: int, empty: int = 0):
-    """Return `reduce` (an engine ufunc: add, maximum) of int64 `values` per group 0..n_groups-1, `empty`
-    where a group has none: a sort and a segmented reduction, exact for integers."""
+def _per_group(xp, reduce: str, group, values, n_groups: int, empty: int = 0):
+    """Return `reduce` ("add" or "maximum") of int64 `values` per group 0..n_groups-1, `empty` where a
+    group has none: a sort and a segmented reduction, exact for integers."""
     out = xp.full(n_groups, empty, np.int64)
     if group.size:
         by = argsort(xp, group)
         starts = _firsts(xp, group[by])
-        out[group[by][starts]] = reduce.reduceat(values[by].astype(np.int64), starts)
+        out[group[by][starts]] = reduceat(xp, reduce, values[by].astype(np.int64), starts)
     return out
 
 
@@ -78,18 +78,18 @@ def stragglers(calls: Records, waits: Records, collectives: Records, messages: R
     ends = np.cumsum([s.size for s in steps]).tolist()
     own, caused, sent_late = group[: ends[0]], group[ends[0] : ends[1]], group[ends[1] :]
     n = starts.size
-    count = _per_group(xp, xp.add, own, xp.ones(own.size, np.int64), n)
+    count = _per_group(xp, "add", own, xp.ones(own.size, np.int64), n)
     columns = {
         "step": step[order][starts],
         "rank": rank[order][starts],
         "collectives": count,
-        "own_wait": _per_group(xp, xp.add, own, wait["wait"], n),
+        "own_wait": _per_group(xp, "add", own, wait["wait"], n),
         # integer sums of ns are exact, so this is the mean pandas computes
-        "mean_delay": _per_group(xp, xp.add, own, wait["delay"], n).astype(np.float64) / xp.maximum(count, 1),
-        "max_delay": _per_group(xp, xp.maximum, own, wait["delay"], n),
-        "late": _per_group(xp, xp.add, own, wait["culprit"], n),
-        "caused_wait": _per_group(xp, xp.add, caused, blamed["total_wait"], n),
-        "caused_p2p_wait": _per_group(xp, xp.add, sent_late, late["late_sender"], n),
+        "mean_delay": _per_group(xp, "add", own, wait["delay"], n).astype(np.float64) / xp.maximum(count, 1),
+        "max_delay": _per_group(xp, "maximum", own, wait["delay"], n),
+        "late": _per_group(xp, "add", own, wait["culprit"], n),
+        "caused_wait": _per_group(xp, "add", caused, blamed["total_wait"], n),
+        "caused_p2p_wait": _per_group(xp, "add", sent_late, late["late_sender"], n),
     }
     columns["caused_total"] = columns["caused_wait"] + columns["caused_p2p_wait"]
     ranked = lexsort(xp, (columns["rank"], columns["step"], -columns["caused_total"]))
@@ -117,7 +117,7 @@ def pair_traffic(per_call: Records, pg_order) -> dict[str, np.ndarray]:
     which = _numbered(xp, starts, calls.size)
     n = xp.diff(xp.append(starts, calls.size))
     op, rank = calls["op"][starts].astype(np.int64), calls["rank"].astype(np.int64)
-    size = xp.maximum.reduceat(calls["nbytes"], starts).astype(np.float64)
+    size = reduceat(xp, "maximum", calls["nbytes"], starts).astype(np.float64)
     members, at = n[which], xp.arange(calls.size) - starts[which]
     ring = (xp.asarray(_RING)[op] & (n >= 2))[which]
     per_step = size * (n - 1) / n * xp.where(op == OP["all_reduce"], 2, 1)

@@ -11,7 +11,7 @@ group's members are in the run, ``consistent`` when they agree on the operation 
 size of an all-to-all may differ between members).
 
 All of it is array work over :class:`~gpuan.replay.records.Records` on the engine their columns are on
-(numpy's or CuPy's): sorts, segmented reductions (``reduceat``) and gathers.
+(numpy's or CuPy's): sorts, segmented reductions (:func:`~gpuan.replay.records.reduceat`) and gathers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort
+from gpuan.replay.records import Records, argsort, lexsort, reduceat
 
 #: per record: what the owner of its collective found
 WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])
@@ -83,11 +83,11 @@ class _Sorted:
     def __init__(self, recs: Records, enter, leave, starts, group):
         xp = self.xp = recs.xp
         self.recs, self.enter, self.leave, self.starts, self.group = recs, enter, leave, starts, group
-        self.first_enter = xp.minimum.reduceat(enter, starts)
-        self.last_enter = xp.maximum.reduceat(enter, starts)
+        self.first_enter = reduceat(xp, "minimum", enter, starts)
+        self.last_enter = reduceat(xp, "maximum", enter, starts)
         # the culprit: the latest arriver, the lowest rank among equals (records are by rank within a group)
         is_last = enter == self.last_enter[group]
-        self.late_at = xp.minimum.reduceat(xp.where(is_last, xp.arange(recs.size), recs.size), starts)
+        self.late_at = reduceat(xp, "minimum", xp.where(is_last, xp.arange(recs.size), recs.size), starts)
         self.wait = xp.maximum(0, xp.minimum(self._waited_for(), leave) - enter)
 
     def _waited_for(self):
@@ -104,7 +104,7 @@ class _Sorted:
             until[known & (rank == root)] = enter[known & (rank == root)]
         to_root = xp.asarray(_TO_ROOT)[recs["op"]] & (root >= 0)
         if to_root.any():
-            others_last = xp.maximum.reduceat(xp.where(rank == root, np.iinfo(np.int64).min, enter), self.starts)
+            others_last = reduceat(xp, "maximum", xp.where(rank == root, np.iinfo(np.int64).min, enter), self.starts)
             until[to_root] = xp.where(rank[to_root] == root[to_root], others_last[group][to_root], enter[to_root])
         return until
 
@@ -125,26 +125,26 @@ class _Sorted:
         """Return one :data:`COLLECTIVE` row per collective."""
         xp, recs, starts = self.xp, self.recs, self.starts
         first_enter, last_enter = self.first_enter, self.last_enter
-        last_leave = xp.maximum.reduceat(self.leave, starts)
+        last_leave = reduceat(xp, "maximum", self.leave, starts)
         op = recs["op"][starts]
         present = xp.diff(xp.append(starts, recs.size)).astype(np.int32)
         out = Records.zeros(starts.size, COLLECTIVE, xp)
         out["pg"], out["seq"], out["op"] = recs["pg"][starts], recs["seq"][starts], op
-        out["step"] = xp.minimum.reduceat(recs["step"], starts)
-        out["members"] = xp.maximum.reduceat(recs["members"], starts)
+        out["step"] = reduceat(xp, "minimum", recs["step"], starts)
+        out["members"] = reduceat(xp, "maximum", recs["members"], starts)
         out["present"] = present
-        out["nbytes"] = xp.maximum.reduceat(recs["nbytes"], starts)
+        out["nbytes"] = reduceat(xp, "maximum", recs["nbytes"], starts)
         out["first_enter"], out["last_enter"], out["last_leave"] = first_enter, last_enter, last_leave
         out["late_rank"] = xp.where(last_enter > first_enter, recs["rank"][self.late_at], -1)
         out["skew"] = last_enter - first_enter
-        out["total_wait"] = xp.add.reduceat(self.wait, starts)
-        out["max_wait"] = xp.maximum.reduceat(self.wait, starts)
+        out["total_wait"] = reduceat(xp, "add", self.wait, starts)
+        out["max_wait"] = reduceat(xp, "maximum", self.wait, starts)
         out["transfer"] = xp.maximum(0, last_leave - last_enter)
         out["complete"] = present >= out["members"]
-        same_op = xp.minimum.reduceat(recs["op"], starts) == xp.maximum.reduceat(recs["op"], starts)
+        same_op = reduceat(xp, "minimum", recs["op"], starts) == reduceat(xp, "maximum", recs["op"], starts)
         sizes = xp.where(recs["nbytes"] > 0, recs["nbytes"], -1)
-        smallest = xp.minimum.reduceat(xp.where(sizes < 0, np.iinfo(np.int64).max, sizes), starts)
-        largest = xp.maximum.reduceat(sizes, starts)
+        smallest = reduceat(xp, "minimum", xp.where(sizes < 0, np.iinfo(np.int64).max, sizes), starts)
+        largest = reduceat(xp, "maximum", sizes, starts)
         # each member of an all-to-all sends what it has for the others (alltoallv, uneven splits)
         out["consistent"] = same_op & ((largest < 0) | (smallest == largest) | (op == OP["all_to_all"]))
         return out
@@ -175,8 +175,8 @@ def leave_deviations(recs: Records) -> Records:
     counts = xp.diff(xp.append(starts, by_group.size))
     # Leaves are ns well under 2**53 and collectives have few members: the float sums are exact, so
     # any order of summation (numpy's or CuPy's) gives the same mean
-    mean_leave = xp.add.reduceat(by_group["leave"].astype(np.float64), starts) / counts
-    full = (counts >= xp.maximum.reduceat(by_group["members"], starts)) & (counts > 1)
+    mean_leave = reduceat(xp, "add", by_group["leave"].astype(np.float64), starts) / counts
+    full = (counts >= reduceat(xp, "maximum", by_group["members"], starts)) & (counts > 1)
     keep = full[group]
     out = Records.zeros(int(keep.sum()), DEVIATION, xp)
     out["rank"], out["dev"] = by_group["rank"][keep], by_group["leave"][keep] - mean_leave[group][keep]

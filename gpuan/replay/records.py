@@ -114,12 +114,37 @@ def lexsort(xp: ModuleType, keys: tuple) -> object:
     """Return the stable order that sorts by the last of `keys`, then the one before... (numpy's lexsort).
     On CuPy, one stable sort per key from the least significant: its lexsort wants one stacked array, which
     would cast int64 keys beside float ones to float64."""
-    if xp is np:
-        return np.lexsort(keys)
+    return np.lexsort(keys) if xp is np else lexsort_by_argsorts(xp, keys)
+
+
+def lexsort_by_argsorts(xp: ModuleType, keys: tuple):
+    """Return :func:`lexsort`'s order by one stable sort per key, the least significant first (what CuPy
+    runs; numpy can too, which is how it is tested)."""
     order = xp.arange(keys[0].shape[0])
     for key in keys:
-        order = order[xp.argsort(key[order])]
+        order = order[argsort(xp, key[order])]
     return order
+
+
+def reduceat(xp: ModuleType, op: str, values, starts):
+    """Return numpy's ``<op>.reduceat(values, starts)`` ("add", "minimum" or "maximum") over the runs of
+    rows that begin at `starts` (increasing, the first 0). CuPy has only ``add.reduceat``: there the
+    minimum and maximum of integers go through ``ufunc.at`` over each row's run, exact in any order, so
+    the same."""
+    if xp is np or op == "add":
+        return getattr(xp, op).reduceat(values, starts)
+    return reduceat_by_at(xp, op, values, starts)
+
+
+def reduceat_by_at(xp: ModuleType, op: str, values, starts):
+    """Return :func:`reduceat`'s "minimum" or "maximum" of integer `values` by ``ufunc.at`` over each row's
+    run (what CuPy runs; numpy has it too, which is how it is tested)."""
+    marks = xp.zeros(values.shape[0], np.int64)
+    marks[starts] = 1
+    start = np.iinfo(np.int64).min if op == "maximum" else np.iinfo(np.int64).max
+    out = xp.full(starts.shape[0], start, np.int64)  # CUDA's atomic min/max take 32- and 64-bit integers
+    getattr(xp, op).at(out, xp.cumsum(marks) - 1, values.astype(np.int64))
+    return out.astype(values.dtype)
 
 
 def send(procs: Procs, records: Records, dest) -> Records:

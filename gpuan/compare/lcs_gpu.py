@@ -17,7 +17,11 @@ import numpy as np
 from gpuan.compare import lcs
 from gpuan.compare.lcs import Alignment
 
-SOURCE = Path(__file__).resolve().parents[2] / "cuda_kernels" / "lcs_wavefront.cu"
+KERNELS_DIR = Path(__file__).resolve().parents[2] / "cuda_kernels"
+SOURCE = "lcs_wavefront.cu"
+#: the first 16 hex digits of the source's SHA-256 (tests/test_compare_gpu.py checks it): part of the
+#: compile options, so that CuPy's kernel cache, keyed by code and options, never serves an older build
+SOURCE_SHA256 = "f44a063ff05680df"
 THREADS = 256
 #: dynamic shared memory a block may ask for on sm_80 / sm_90 (three diagonals of ints)
 MAX_SHARED = 227 * 1024
@@ -29,7 +33,9 @@ MAX_BASE = MAX_SHARED // (3 * 4) - 1
 def _kernels():
     import cupy
 
-    module = cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17",))
+    # NVRTC reads the .cu through the include path: this analysis module opens no file itself
+    options = ("-std=c++17", f"-I{KERNELS_DIR}", f"-DGPUAN_SOURCE_SHA256=0x{SOURCE_SHA256}ULL")
+    module = cupy.RawModule(code=f'#include "{SOURCE}"\n', options=options)
     lengths, tables = module.get_function("lcs_lengths"), module.get_function("lcs_tables")
     lengths.max_dynamic_shared_size_bytes = MAX_SHARED
     return lengths, tables

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.gpu.bits import ALL, ONE
 from gpuan.trace.kineto.gpu.scanner_cuda import device_bits
 
@@ -32,8 +33,7 @@ _OPEN_OBJECTS = np.uint64(0x7B7B7B7B7B7B7B7B)
 _OPEN_ARRAYS = np.uint64(0x5B5B5B5B5B5B5B5B)
 _CLOSE_OBJECTS = np.uint64(0x7D7D7D7D7D7D7D7D)
 _CLOSE_ARRAYS = np.uint64(0x5D5D5D5D5D5D5D5D)
-_BACKSLASH, _OPEN_OBJECT = 0x5C, 0x7B
-_BYTE_SHIFTS = tuple(np.uint64(8 * k) for k in range(8))
+_BACKSLASH, _OPEN_OBJECT = sc.BACKSLASH, sc.OPEN_OBJECT
 
 
 @cuda.jit(device=True)

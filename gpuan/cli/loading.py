@@ -55,9 +55,13 @@ def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
 
 
 def load_trace(path: str, *, use_cache: bool = True) -> Trace:
-    """Return the trace at `path` for a command; a trace without a single event is bad input."""
+    """Return the trace at `path` for a command, read on the GPU and its columns kept there when the engine
+    in force is the GPU (``--device gpu``); a trace without a single event is bad input."""
+    from gpuan.engine import current
+
+    device = "gpu" if current().is_gpu else None
     with load_progress(path) as progress:
-        trace = load(path, use_cache=use_cache, progress=progress)
+        trace = load(path, use_cache=use_cache, progress=progress, device=device)
     if len(trace) == 0 and trace.flows.num_rows == 0:
         raise TraceError(path, "empty trace (no events)")
     return trace

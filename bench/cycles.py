@@ -7,8 +7,10 @@ of 32 layers, a side stream and rare stray kernels; not timed) and ``gpuan.cycle
 timed, best of 3 (best of 2 from 10M kernels). Each size runs in a fresh Python process, which first
 runs detect on a small trace untimed so that numba's compile / cache load is not counted, and whose
 peak RSS is reset after the trace is built, so the peak belongs to detection (the trace's own memory
-included). ``--gpu`` adds the same runs with ``gpuan.engine.select("gpu")`` (the candidate scoring on
-the GPU).
+included). ``--gpu`` adds the same runs with ``gpuan.engine.select("gpu")`` (the candidate scoring and their
+verification, the periodic regions of every traced candidate, on the GPU), each size on the CPU first,
+so that one run prints both. The verification is also timed alone ("verify s": the ids already on the
+engine, best of 3).
 
 What detection found in the main sequence (device 0's compute streams 7 and 20, interleaved in time, as
 ``gpuan.cycles.sequences`` groups them) is compared with the generator's ground truth: the prefill as one
@@ -211,6 +213,22 @@ def compare_with_truth(found: list, truth: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def verification(seq, eng) -> dict[str, Any]:
+    """Time the verification of the candidate periods of `seq` alone (the periodic regions of every traced
+    candidate, :func:`gpuan.cycles.detect.traced_regions`: one launch on the GPU), best of 3, the ids
+    already on the engine; returns ``verify_s`` and ``verify_candidates``."""
+    from gpuan.cycles.detect import to_device, traced_periods, traced_regions
+
+    on_device = to_device(seq.ids, eng)
+    _, cands = traced_periods(seq.ids, len(seq.vocab), eng, on_device)
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        traced_regions(seq.ids, cands, eng, on_device)  # the regions come back to the host: synchronised
+        times.append(time.perf_counter() - t)
+    return {"verify_s": min(times), "verify_candidates": int(cands.size)}
+
+
 def run_child(n: int, engine_name: str, repeat: int, layers: int, seed: int, noise: float) -> dict[str, Any]:
     """Build the trace of `n` kernels, time detect `repeat` times on the engine; returns the measurements."""
     from gpuan import engine as engines
@@ -246,6 +264,7 @@ def run_child(n: int, engine_name: str, repeat: int, layers: int, seed: int, noi
     for seq in seqs:
         detect_sequence(seq, eng)
     t_detect = time.perf_counter() - t
+    verify = verification(max(seqs, key=len), eng)
     del seqs
     report = compare_with_truth(found, truth)
     return {
@@ -258,6 +277,7 @@ def run_child(n: int, engine_name: str, repeat: int, layers: int, seed: int, noi
         "times": times,
         "sequences_s": t_seq,
         "detect_sequence_s": t_detect,
+        **verify,
         "build_s": build_s,
         "warmup_s": warm_s,
         "rss_trace": rss_trace,
@@ -297,8 +317,8 @@ def measure(n: int, engine_name: str, args: argparse.Namespace) -> dict[str, Any
 
 
 HEADERS = [
-    "size", "engine", "kernels", "detect s", "kernels/s", "peak RSS MB", "prefill found", "decode step found",
-    "decode layer found", "matches truth",
+    "size", "engine", "kernels", "detect s", "verify s", "kernels/s", "peak RSS MB", "prefill found",
+    "decode step found", "decode layer found", "matches truth",
 ]  # fmt: skip
 
 
@@ -317,6 +337,7 @@ def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
                 r["engine"],
                 f"{r['kernels']:,}",
                 f"{best:.3f}",
+                f"{r['verify_s']:.4f}",
                 f"{r['kernels'] / best:,.0f}",
                 f"{r['peak_rss'] / 1e6:,.0f}",
                 r["prefill"]["found"],
@@ -368,7 +389,9 @@ def structure_notes(results: list[dict[str, Any]]) -> list[str]:
         )
         notes.append(
             f"{tag}: split of one more run: gpuan.cycles.sequences {r['sequences_s']:.3f} s (events of the kind, "
-            f"grouping, name ids), detect_sequence {r['detect_sequence_s']:.3f} s"
+            f"grouping, name ids), detect_sequence {r['detect_sequence_s']:.3f} s, of which the verification of "
+            f"the largest sequence's {r['verify_candidates']} traced candidate periods (their periodic regions; "
+            f"one launch on the GPU) {r['verify_s']:.4f} s"
         )
         notes.append(
             f"{tag}: sequence '{r['sequence']}' ({r['sequence_events']:,} events), {len(r['segments'])} segment(s); "
@@ -403,7 +426,7 @@ def markdown_report(info: dict, results: list[dict[str, Any]], args: argparse.Na
         f"- targets: 10M kernels under {TARGET_S['cpu']} s on the CPU, under {TARGET_S['gpu']} s on an H100",
         "",
         "| " + " | ".join(HEADERS) + " |",
-        "|---|---|" + "---:|" * 4 + "---|" * (len(HEADERS) - 6),
+        "|---|---|" + "---:|" * 5 + "---|" * (len(HEADERS) - 7),
     ]
     body = ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in table_rows(results)]
     tail = []

@@ -9,7 +9,9 @@ its statistics, the change of the average in percent and the match type (``exact
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -147,5 +149,7 @@ def pair_all(
 
         found = lcs_gpu.alignments(ids)
     else:
-        found = [lcs.alignment(a, b) for a, b in ids]
+        # the LCS functions release the GIL: the pairs align side by side, one per thread of numba's pool
+        with ThreadPoolExecutor(max_workers=numba.get_num_threads()) as pool:
+            found = list(pool.map(lambda pair: lcs.alignment(*pair), ids))
     return [align(base, new, alignment) for (base, new), alignment in zip(pairs, found)]

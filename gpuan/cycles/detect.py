@@ -37,6 +37,7 @@ The rules, in order:
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numba
@@ -220,18 +221,46 @@ def _match_counts(ids: np.ndarray, device_ids, cands: np.ndarray, engine: Engine
     return periods.match_counts(ids, cands)
 
 
-def _regions(ids: np.ndarray, device_ids, cands: np.ndarray, engine: Engine) -> list[tuple[np.ndarray, np.ndarray]]:
-    """:func:`periods.periodic_regions` of every candidate: one launch on the GPU, one pass each on the CPU."""
+def traced_periods(ids: np.ndarray, vocab: int, engine: Engine = CPU, device_ids=None) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(candidates, traced)``: the candidate periods of `ids`, and those whose regions are traced
+    (scored on `engine`: those with about a period of matching comparisons, at most :data:`MAX_TRACED` of
+    them, the best-scoring, above :data:`periods.EXHAUSTIVE` events). `device_ids` is `ids` on the GPU
+    where the engine is (:func:`to_device`)."""
+    n = ids.shape[0]
+    every = periods.candidate_periods(ids, vocab, n // 2)
+    if every.size == 0:
+        return every, every
+    counts = _match_counts(ids, ids if device_ids is None else device_ids, every, engine)
+    # an ordered region of two instances needs about `period` matching comparisons (an unordered one
+    # may have few: its events interleave differently every time)
+    viable = counts >= every - (every * periods.TOLERANCE).astype(np.int64)
+    cands, counts = every[viable], counts[viable]
+    if n > periods.EXHAUSTIVE and cands.size > MAX_TRACED:
+        keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_TRACED])
+        cands = cands[keep]
+    return every, cands
+
+
+def traced_regions(
+    ids: np.ndarray, cands: np.ndarray, engine: Engine = CPU, device_ids=None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Return :func:`periods.periodic_regions` ``(starts, ends)`` of every candidate period (the
+    verification of the candidates): one launch on the GPU, one pass each on the CPU; the same integers."""
     allowed = [_allowed(int(L)) for L in cands]
     if _on_gpu(ids, engine):
         from gpuan.cycles import regions_cuda
 
-        return regions_cuda.periodic_regions(device_ids, cands, np.array(allowed, np.int64), host_ids=ids)
-    return [periods.periodic_regions(ids, int(L), a) for L, a in zip(cands, allowed)]
+        on_device = ids if device_ids is None else device_ids
+        return regions_cuda.periodic_regions(on_device, cands, np.array(allowed, np.int64), host_ids=ids)
+    if len(cands) < 2 or ids.shape[0] <= periods.EXHAUSTIVE:
+        return [periods.periodic_regions(ids, int(L), a) for L, a in zip(cands, allowed)]
+    # periodic_regions releases the GIL: one candidate per thread, as many threads as numba's pool
+    with ThreadPoolExecutor(max_workers=numba.get_num_threads()) as pool:
+        return list(pool.map(lambda c: periods.periodic_regions(ids, int(cands[c]), allowed[c]), range(len(cands))))
 
 
-def _device_ids(ids: np.ndarray, engine: Engine):
-    """The ids on the GPU, copied once for both launches (the host array where the CPU runs them)."""
+def to_device(ids: np.ndarray, engine: Engine):
+    """Return `ids` on the GPU, copied once for both launches (the host array where the CPU runs them)."""
     if not _on_gpu(ids, engine):
         return ids
     from numba import cuda
@@ -268,21 +297,12 @@ def cover(
     the trace window where earlier ones were launched before it (else 0).
     """
     n = ids.shape[0]
-    cands = periods.candidate_periods(ids, vocab, n // 2)
-    if cands.size == 0:
+    on_device = to_device(ids, engine)
+    every, cands = traced_periods(ids, vocab, engine, on_device)
+    if every.size == 0:
         return []
-    device_ids = _device_ids(ids, engine)
-    counts = _match_counts(ids, device_ids, cands, engine)
-    # an ordered region of two instances needs about `period` matching comparisons (an unordered one
-    # may have few: its events interleave differently every time)
-    every = cands
-    viable = counts >= cands - (cands * periods.TOLERANCE).astype(np.int64)
-    cands, counts = cands[viable], counts[viable]
-    if n > periods.EXHAUSTIVE and cands.size > MAX_TRACED:
-        keep = np.sort(np.argsort(-counts, kind="stable")[:MAX_TRACED])
-        cands = cands[keep]
     chains = []  # (events covered, period, ordered first, first start, pieces)
-    for p, (starts, ends) in zip(cands, _regions(ids, device_ids, cands, engine)):
+    for p, (starts, ends) in zip(cands, traced_regions(ids, cands, engine, on_device)):
         L = int(p)
         for pieces in _chains(ids, L, starts.tolist(), ends.tolist()):
             whole = sum((end - start) // L for start, end in pieces)

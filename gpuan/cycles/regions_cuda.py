@@ -32,7 +32,7 @@ CAPACITY = 4096
 MAX_BLOCKS = 512
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True)
 def _changed(ids, w, L):
     """How the mismatch count changes from window ``w - 1`` to window ``w``: the comparison at
     ``w + L - 1`` enters, the one at ``w - 1`` leaves."""
@@ -53,14 +53,15 @@ def _regions_kernel(ids, cands, allowed, chunk_min, starts, ends, counts):
     last = n - 2 * L  # the last window (windows are w = 0 .. last)
     if last < 0:
         return
-    chunk = max(chunk_min, L)
+    # (no max/min builtins: numba's CUDA target types them only over an iterable)
+    chunk = chunk_min if chunk_min > L else L
     chunks = last // chunk + 1
     cap = starts.shape[1]
     k = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     stride = cuda.gridDim.x * cuda.blockDim.x
     while k < chunks:
         w0 = k * chunk
-        w1 = min(w0 + chunk, last + 1)
+        w1 = w0 + chunk if w0 + chunk < last + 1 else last + 1
         # the mismatches of the window before the chunk tell whether the chunk's first window begins a run
         w = w0 - 1 if w0 > 0 else 0
         bad = 0

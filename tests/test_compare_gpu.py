@@ -121,6 +121,30 @@ def test_wavefront_on_real_cycles(data_dir):
     assert checked >= 10
 
 
+def test_the_batch_around_the_numpy_schedule_gives_the_cpu_alignments(data_dir):
+    # lcs_gpu's host side (jobs, offsets, the choice of rotation, the tables' layout, the backtrack) with
+    # the kernels' schedule in their place, reading the batch's arrays as the kernels do
+    from gpuan.compare import lcs_gpu
+
+    pairs = _random_pairs(11, 20) + [p for p in _real_pairs(data_dir) if p[0].shape[0] * p[1].shape[0] < 5_000]
+    batch = lcs_gpu.Batch.of(pairs)
+
+    def sides(p):
+        return (batch.a[batch.a_off[p] : batch.a_off[p] + batch.n[p]],
+                batch.b[batch.b_off[p] : batch.b_off[p] + batch.m[p]])  # fmt: skip
+
+    lengths = np.array([wavefront_length(*sides(p), r) for p, r in zip(batch.job_pair, batch.job_rot)], np.int32)
+    best, common = batch.best_rotations(lengths)
+    tables = np.full(int(batch.t_size.sum()), -1, np.int32)
+    for p in range(len(pairs)):
+        tables[batch.t_off[p] : batch.t_off[p] + batch.t_size[p]] = wavefront_table(*sides(p), best[p]).ravel()
+    assert (tables >= 0).all()  # the layout leaves no gap
+    for (a, b), got in zip(pairs, batch.alignments(best, common, tables)):
+        want = lcs.alignment(a, b)
+        assert got[:2] == want[:2]
+        assert got[2].tolist() == want[2].tolist() and got[3].tolist() == want[3].tolist()
+
+
 # ---- the kernels themselves: where a GPU is
 
 

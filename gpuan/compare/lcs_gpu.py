@@ -9,6 +9,7 @@ the same table and the same walk give the CPU's alignment, tie for tie.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,67 +42,90 @@ def _kernels():
     return lengths, tables
 
 
-def _concat(seqs: list[np.ndarray]):
-    import cupy
+@dataclass(frozen=True)
+class Batch:
+    """The host side of one batch, numpy only: the pairs' sequences concatenated (``a``, ``b``, with each
+    pair's offsets and lengths, as the kernels take them), every (pair, rotation) job of ``lcs_lengths``,
+    and each pair's table's place in the buffer of ``lcs_tables``."""
 
+    a: np.ndarray
+    a_off: np.ndarray
+    n: np.ndarray
+    b: np.ndarray
+    b_off: np.ndarray
+    m: np.ndarray
+    job_pair: np.ndarray
+    job_rot: np.ndarray
+    t_off: np.ndarray
+    t_size: np.ndarray
+
+    @classmethod
+    def of(cls, pairs: list[tuple[np.ndarray, np.ndarray]]) -> Batch:
+        """Return the batch of `pairs` (each side non-empty)."""
+        a, a_off, n = _concat([a for a, _ in pairs])
+        b, b_off, m = _concat([b for _, b in pairs])
+        first_job = np.cumsum(n) - n
+        job_pair = np.repeat(np.arange(len(pairs), dtype=np.int32), n)
+        job_rot = (np.arange(job_pair.shape[0]) - np.repeat(first_job, n)).astype(np.int32)
+        t_size = (n.astype(np.int64) + 1) * (m.astype(np.int64) + 1)
+        t_off = np.cumsum(t_size) - t_size
+        return cls(a, a_off, n, b, b_off, m, job_pair, job_rot, t_off, t_size)
+
+    def best_rotations(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return per pair (the first rotation of the longest length, that length) from the jobs' lengths."""
+        first_job = np.cumsum(self.n) - self.n
+        best = np.array([int(np.argmax(lengths[f : f + c])) for f, c in zip(first_job, self.n)], np.int32)
+        return best, lengths[first_job + best].astype(np.int64)
+
+    def alignments(self, best: np.ndarray, common: np.ndarray, tables: np.ndarray) -> list[Alignment]:
+        """Return each pair's :data:`Alignment`: its table (from the buffer `tables`) traced back as the CPU does."""
+        out = []
+        for q in range(self.n.shape[0]):
+            n, m, rot = int(self.n[q]), int(self.m[q]), int(best[q])
+            a = self.a[self.a_off[q] : self.a_off[q] + n]
+            b = self.b[self.b_off[q] : self.b_off[q] + m]
+            table = tables[self.t_off[q] : self.t_off[q] + self.t_size[q]].reshape(n + 1, m + 1)
+            rotated = a[(np.arange(n) + rot) % n]
+            out.append((rot, int(common[q]), *lcs.backtrack(table, rotated, b)))
+        return out
+
+
+def _concat(seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lens = np.array([s.shape[0] for s in seqs], np.int32)
-    off = np.zeros(len(seqs), np.int64)
-    np.cumsum(lens[:-1], out=off[1:])
-    flat = np.concatenate(seqs).astype(np.int32) if len(seqs) else np.zeros(0, np.int32)
-    return cupy.asarray(flat if flat.size else np.zeros(1, np.int32)), cupy.asarray(off), cupy.asarray(lens)
+    return np.concatenate(seqs).astype(np.int32), (np.cumsum(lens) - lens).astype(np.int64), lens
 
 
 def alignments(pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[Alignment]:
-    """Return per pair ``(a, b)`` of id sequences :func:`lcs.alignment`'s result: the rotation of `a` with the longest
-    common subsequence with `b` (the smallest among equals), its length, and the alignment that
+    """Return per pair ``(a, b)`` of id sequences :func:`lcs.alignment`'s result: the rotation of `a` with
+    the longest common subsequence with `b` (the smallest among equals), its length, and the alignment that
     :func:`lcs.backtrack` gives on that rotation's table; all pairs in one launch per kernel.
 
-    A pair whose baseline exceeds :data:`MAX_BASE` kernels (its diagonals would not fit in shared memory)
-    is aligned by :mod:`gpuan.compare.lcs` on the CPU: the same result.
+    A pair whose baseline exceeds :data:`MAX_BASE` kernels (its diagonals would not fit in shared memory),
+    or with an empty side, is aligned by :mod:`gpuan.compare.lcs` on the CPU: the same result.
     """
     import cupy
 
-    out: list[Alignment | None] = [None] * len(pairs)
     on_gpu = [k for k, (a, b) in enumerate(pairs) if 0 < a.shape[0] <= MAX_BASE and b.shape[0] > 0]
-    for k, (a, b) in enumerate(pairs):
-        if k not in on_gpu:
-            out[k] = lcs.alignment(a, b)
+    out = [None if k in on_gpu else lcs.alignment(a, b) for k, (a, b) in enumerate(pairs)]
     if not on_gpu:
         return out  # type: ignore[return-value]
+    batch = Batch.of([pairs[k] for k in on_gpu])
     lengths_kernel, tables_kernel = _kernels()
-    a_seqs = [np.asarray(pairs[k][0]) for k in on_gpu]
-    b_seqs = [np.asarray(pairs[k][1]) for k in on_gpu]
-    a_all, a_off, a_len = _concat(a_seqs)
-    b_all, b_off, b_len = _concat(b_seqs)
-    n = np.array([a.shape[0] for a in a_seqs], np.int64)
-    m = np.array([b.shape[0] for b in b_seqs], np.int64)
-    # every rotation of every pair: one block each
-    job_pair = np.repeat(np.arange(len(on_gpu), dtype=np.int32), n)
-    job_rot = (np.arange(job_pair.shape[0], dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)).astype(np.int32)
-    lengths = cupy.zeros(job_pair.shape[0], np.int32)
-    shared = 3 * (int(n.max()) + 1) * 4
+    a, a_off, n = cupy.asarray(batch.a), cupy.asarray(batch.a_off), cupy.asarray(batch.n)
+    b, b_off, m = cupy.asarray(batch.b), cupy.asarray(batch.b_off), cupy.asarray(batch.m)
+    jobs = batch.job_pair.shape[0]
+    lengths = cupy.zeros(jobs, np.int32)
     lengths_kernel(
-        (job_pair.shape[0],), (THREADS,),
-        (a_all, a_off, a_len, b_all, b_off, b_len, cupy.asarray(job_pair), cupy.asarray(job_rot), lengths),
-        shared_mem=shared,
+        (jobs,), (THREADS,),
+        (a, a_off, n, b, b_off, m, cupy.asarray(batch.job_pair), cupy.asarray(batch.job_rot), lengths),
+        shared_mem=3 * (int(batch.n.max()) + 1) * 4,
     )  # fmt: skip
-    host_lengths = lengths.get()
-    starts = np.cumsum(n) - n
-    best = [int(np.argmax(host_lengths[s : s + c])) for s, c in zip(starts, n)]  # argmax: the first maximum
-    common = [int(host_lengths[s + r]) for s, r in zip(starts, best)]
-    t_size = (n + 1) * (m + 1)
-    t_off = np.zeros(len(on_gpu), np.int64)
-    np.cumsum(t_size[:-1], out=t_off[1:])
-    tables = cupy.empty(int(t_size.sum()), np.int32)
+    best, common = batch.best_rotations(lengths.get())
+    tables = cupy.empty(int(batch.t_size.sum()), np.int32)
     tables_kernel(
         (len(on_gpu),), (THREADS,),
-        (a_all, a_off, a_len, b_all, b_off, b_len, cupy.asarray(np.array(best, np.int32)), cupy.asarray(t_off),
-         tables),
+        (a, a_off, n, b, b_off, m, cupy.asarray(best), cupy.asarray(batch.t_off), tables),
     )  # fmt: skip
-    host_tables = tables.get()
-    for q, k in enumerate(on_gpu):
-        a, b, rot = a_seqs[q], b_seqs[q], best[q]
-        table = host_tables[t_off[q] : t_off[q] + t_size[q]].reshape(n[q] + 1, m[q] + 1)
-        rotated = a[(np.arange(n[q]) + rot) % n[q]]
-        out[k] = (rot, common[q], *lcs.backtrack(table, rotated, b))
+    for k, found in zip(on_gpu, batch.alignments(best, common, tables.get())):
+        out[k] = found
     return out  # type: ignore[return-value]

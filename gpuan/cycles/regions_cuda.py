@@ -26,8 +26,10 @@ from gpuan.cycles import periods
 THREADS = 128
 #: windows per thread, at least (a thread's first window costs ``L`` comparisons, so a chunk is >= ``L``)
 CHUNK = 1024
-#: region starts (and ends) kept per candidate; a candidate with more is traced on the host
-CAPACITY = 4096
+#: region starts (and ends) kept per candidate, at most; a candidate with more is traced on the host. A
+#: region spans two instances, so a sequence of n events holds about n / (2 L) of them: a short layer's
+#: period in a long trace (13 events, 10M kernels: 23k regions, one per step) fits.
+CAPACITY = 1 << 16
 #: most blocks along the sequence (threads stride over the chunks beyond)
 MAX_BLOCKS = 512
 
@@ -111,10 +113,11 @@ def periodic_regions(
 
     `ids` is a host array or a device array (CuPy, numba); `host_ids` is its host copy, needed only where
     a candidate overflows the buffers (it is then traced on the host). `chunk`, `capacity` and `threads`
-    (default :data:`CHUNK`, :data:`CAPACITY`, :data:`THREADS`) shape the launch, never the result (the
-    tests make them small to cross many chunk boundaries and overflow the buffers).
+    (default :data:`CHUNK`, the shortest candidate's regions up to :data:`CAPACITY`, :data:`THREADS`)
+    shape the launch, never the result (the tests make them small to cross many chunk boundaries and
+    overflow the buffers).
     """
-    chunk, capacity, threads = chunk or CHUNK, capacity or CAPACITY, threads or THREADS
+    chunk, threads = chunk or CHUNK, threads or THREADS
     if len(cands) == 0:
         return []
     on_device = hasattr(ids, "__cuda_array_interface__")
@@ -122,7 +125,9 @@ def periodic_regions(
     n = d_ids.shape[0]
     cands = np.ascontiguousarray(cands, dtype=np.int64)
     allowed = np.ascontiguousarray(allowed, dtype=np.int64)
-    most_chunks = max(1, (n - 2 * int(cands.min())) // max(chunk, int(cands.min())) + 1)
+    shortest = int(cands.min())
+    capacity = capacity or min(CAPACITY, n // (2 * shortest) + 64)
+    most_chunks = max(1, (n - 2 * shortest) // max(chunk, shortest) + 1)
     blocks = min(MAX_BLOCKS, -(-most_chunks // threads))
     d_starts = cuda.device_array((len(cands), capacity), np.int64)
     d_ends = cuda.device_array((len(cands), capacity), np.int64)

@@ -136,7 +136,6 @@ def periodic_regions(
         d_ids, cuda.to_device(cands), cuda.to_device(allowed), chunk, d_starts, d_ends, d_counts
     )
     counts = d_counts.copy_to_host()
-    starts, ends = d_starts.copy_to_host(), d_ends.copy_to_host()
     out = []
     for c, L in enumerate(cands.tolist()):
         if counts[c].max() > capacity:
@@ -144,5 +143,13 @@ def periodic_regions(
                 host_ids = d_ids.copy_to_host()
             out.append(periods.periodic_regions(host_ids, L, int(allowed[c])))
             continue
-        out.append((np.sort(starts[c, : counts[c, 0]]), np.sort(ends[c, : counts[c, 1]])))
+        # only the rows' used parts come back (the buffers are mostly empty)
+        out.append((_sorted_prefix(d_starts, c, int(counts[c, 0])), _sorted_prefix(d_ends, c, int(counts[c, 1]))))
     return out
+
+
+def _sorted_prefix(d_rows: Any, row: int, count: int) -> np.ndarray:
+    """The first `count` values of row `row` of a device array, on the host, sorted."""
+    if count == 0:
+        return np.zeros(0, np.int64)
+    return np.sort(d_rows[row, :count].copy_to_host())

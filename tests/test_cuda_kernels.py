@@ -33,3 +33,11 @@ def test_a_warning_fails_the_build(tmp_path):
     bad.write_text('extern "C" __global__ void k(int* x) { int unused = 1; x[0] = 2; }\n')
     r = subprocess.run([NVCC, *FLAGS, "-c", str(bad), "-o", str(tmp_path / "bad.o")], capture_output=True, text=True)
     assert r.returncode != 0 or "warning" in r.stderr.lower()
+
+
+def test_the_loader_finds_every_source_and_names_a_missing_one():
+    from gpuan.engine.kernels import KERNELS_DIR, cuda_module
+
+    assert SOURCES and all(p.parent == KERNELS_DIR for p in SOURCES)
+    with pytest.raises(FileNotFoundError, match="no_such_kernel.cu"):
+        cuda_module("no_such_kernel.cu")

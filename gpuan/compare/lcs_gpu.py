@@ -11,18 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
 from gpuan.compare import lcs
 from gpuan.compare.lcs import Alignment
 
-KERNELS_DIR = Path(__file__).resolve().parents[2] / "cuda_kernels"
 SOURCE = "lcs_wavefront.cu"
-#: the first 16 hex digits of the source's SHA-256 (tests/test_compare_gpu.py checks it): part of the
-#: compile options, so that CuPy's kernel cache, keyed by code and options, never serves an older build
-SOURCE_SHA256 = "f44a063ff05680df"
 THREADS = 256
 #: dynamic shared memory a block may ask for on sm_80 / sm_90 (three diagonals of ints)
 MAX_SHARED = 227 * 1024
@@ -32,11 +27,9 @@ MAX_BASE = MAX_SHARED // (3 * 4) - 1
 
 @lru_cache(maxsize=1)
 def _kernels():
-    import cupy
+    from gpuan.engine.kernels import cuda_module
 
-    # NVRTC reads the .cu through the include path: this analysis module opens no file itself
-    options = ("-std=c++17", f"-I{KERNELS_DIR}", f"-DGPUAN_SOURCE_SHA256=0x{SOURCE_SHA256}ULL")
-    module = cupy.RawModule(code=f'#include "{SOURCE}"\n', options=options)
+    module = cuda_module(SOURCE)
     lengths, tables = module.get_function("lcs_lengths"), module.get_function("lcs_tables")
     lengths.max_dynamic_shared_size_bytes = MAX_SHARED
     return lengths, tables

@@ -92,3 +92,29 @@ def test_columns_come_out_with_null_sentinels(data_dir):
     assert cols["ts"].dtype == np.int64 and cols["name"].dtype == np.int32
     corr = t.events["correlation"].to_pylist()
     assert [None if v == np.iinfo(np.int64).min else v for v in cols["correlation"].tolist()] == corr
+
+
+def test_trace_column_is_the_engine_column_and_to_cudf_needs_rapids(data_dir):
+    import importlib.util
+
+    import gpuan
+    from gpuan.errors import UsageError
+
+    t = gpuan.load(data_dir / "kineto" / "a100_triton_example.json.gz", use_cache=False)
+    assert t.column("ts", engine.CPU).tolist() == engine.CPU.column(t.events["ts"]).tolist()
+    if importlib.util.find_spec("cudf") is not None:
+        pytest.skip("RAPIDS cuDF is installed here: the GPU tests cover to_cudf")
+    with pytest.raises(UsageError, match="cuDF is not installed"):
+        t.to_cudf()
+
+
+def test_trace_to_cudf_on_a_gpu(data_dir):
+    import importlib.util
+
+    import gpuan
+
+    if importlib.util.find_spec("cudf") is None or not engine.gpu_available():
+        pytest.skip("no RAPIDS cuDF or no GPU here")
+    t = gpuan.load(data_dir / "kineto" / "a100_triton_example.json.gz", use_cache=False)
+    frame = t.to_cudf()
+    assert len(frame) == len(t) and frame["ts"].to_arrow().to_pylist() == t.events["ts"].to_pylist()

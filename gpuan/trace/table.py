@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpuan.errors import UsageError
 from gpuan.trace.kinds import KINDS
 from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
 
@@ -63,7 +64,17 @@ class Trace:
         codes (-1 for null)."""
         from gpuan.engine import current
 
-        return (engine or current()).column(self.events[name])
+        # through columns(): a table loaded with device="gpu" hands over its resident array
+        return (engine or current()).columns(self.events, [name])[name]
+
+    def to_cudf(self):
+        """Return the event table as a cuDF DataFrame on the GPU (dictionary columns become categoricals).
+        Raises UsageError where RAPIDS cuDF is not installed."""
+        try:
+            import cudf
+        except ImportError as e:
+            raise UsageError("Trace.to_cudf: RAPIDS cuDF is not installed (https://docs.rapids.ai/install)") from e
+        return cudf.DataFrame.from_arrow(self.events)
 
 
 def kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:

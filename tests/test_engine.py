@@ -118,3 +118,20 @@ def test_trace_to_cudf_on_a_gpu(data_dir):
     t = gpuan.load(data_dir / "kineto" / "a100_triton_example.json.gz", use_cache=False)
     frame = t.to_cudf()
     assert len(frame) == len(t) and frame["ts"].to_arrow().to_pylist() == t.events["ts"].to_pylist()
+
+
+@pytest.mark.parametrize("how", ["min", "max"])
+def test_extreme_at_through_uint64_equals_numpys_minimum_and_maximum_at(how):
+    # CuPy's path (its minimum.at / maximum.at refuse int64), run with numpy against numpy's own ufunc.at
+    from gpuan.engine.scatter import extreme_at_unsigned
+
+    rng = np.random.default_rng(11)
+    info = np.iinfo(np.int64)
+    values = np.concatenate([rng.integers(info.min, info.max, 3000, endpoint=True), [info.min, info.max, -1, 0]])
+    idx = rng.integers(0, 50, values.size)
+    fill = info.max if how == "min" else info.min
+    for vals in (values, values.astype(np.int32)):  # int32 values widen as numpy's ufunc.at widens them
+        want, got = np.full(60, fill, np.int64), np.full(60, fill, np.int64)
+        (np.minimum if how == "min" else np.maximum).at(want, idx, vals)
+        extreme_at_unsigned(np, how, got, idx, vals)
+        assert got.dtype == np.int64 and (got == want).all()

@@ -14,6 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from gpuan.engine.procs import Procs
+from gpuan.engine.scatter import extreme_at
 
 
 class Records:
@@ -136,14 +137,15 @@ def reduceat(xp: ModuleType, op: str, values, starts):
     return reduceat_by_at(xp, op, values, starts)
 
 
-def reduceat_by_at(xp: ModuleType, op: str, values, starts):
-    """Return :func:`reduceat`'s "minimum" or "maximum" of integer `values` by ``ufunc.at`` over each row's
-    run (what CuPy runs; numpy has it too, which is how it is tested)."""
+def reduceat_by_at(xp: ModuleType, op: str, values, starts, at=extreme_at):
+    """Return :func:`reduceat`'s "minimum" or "maximum" of integer `values` by `at` (:func:`extreme_at`, which
+    on CuPy goes through uint64) over each row's run (what CuPy runs; numpy can too, which is how it is
+    tested, with :func:`extreme_at_unsigned` as `at`)."""
     marks = xp.zeros(values.shape[0], np.int64)
     marks[starts] = 1
     start = np.iinfo(np.int64).min if op == "maximum" else np.iinfo(np.int64).max
-    out = xp.full(starts.shape[0], start, np.int64)  # CUDA's atomic min/max take 32- and 64-bit integers
-    getattr(xp, op).at(out, xp.cumsum(marks) - 1, values.astype(np.int64))
+    out = xp.full(starts.shape[0], start, np.int64)
+    at(xp, "max" if op == "maximum" else "min", out, xp.cumsum(marks) - 1, values)
     return out.astype(values.dtype)
 
 

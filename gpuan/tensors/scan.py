@@ -15,6 +15,7 @@ import pandas as pd
 
 from gpuan.arrays import sorted_unique
 from gpuan.engine import Engine
+from gpuan.engine.scatter import extreme_at
 from gpuan.tensors.join import expert_slices, interval_of
 from gpuan.trace.gguf_names import layer_of
 from gpuan.trace.inputs import TensorInputs
@@ -110,16 +111,6 @@ def _grow(xp, a, n: int, fill=0):
     out = xp.full((rows, *a.shape[1:]), fill, dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
-
-
-def _scatter(xp, how: str, out, idx, values) -> None:
-    """out[idx] = min/max(out[idx], values), repeated indices included."""
-    if xp is np:
-        (np.minimum if how == "min" else np.maximum).at(out, idx, values)
-    else:
-        import cupyx
-
-        (cupyx.scatter_min if how == "min" else cupyx.scatter_max)(out, idx, values)
 
 
 def _name_ids(names: np.ndarray, vocab: dict[bytes, int], listing: list[str]) -> np.ndarray:
@@ -248,8 +239,8 @@ class _UnitTotals:
         unit, size, ts = window.unit[hit], window.size[hit], window.ts[hit]
         self.count += xp.bincount(unit, minlength=self.n_units)
         self.bytes += xp.bincount(unit, weights=size, minlength=self.n_units).astype(xp.int64)
-        _scatter(xp, "min", self.first, unit, ts)
-        _scatter(xp, "max", self.last, unit, ts)
+        extreme_at(xp, "min", self.first, unit, ts)
+        extreme_at(xp, "max", self.last, unit, ts)
         outside = window.in_file & ~hit
         n_outside = int(outside.sum())
         if n_outside:
@@ -354,9 +345,9 @@ class _TokenTotals:
         values["weight"] += xp.bincount(token, weights=xp.where(window.in_file, size, 0), minlength=rows).astype(
             xp.int64
         )
-        _scatter(xp, "min", values["first"], token, window.ts)
-        _scatter(xp, "max", values["last"], token, window.ts)
-        _scatter(xp, "max", values["phase"], token, window.phase.astype(xp.int64))
+        extreme_at(xp, "min", values["first"], token, window.ts)
+        extreme_at(xp, "max", values["last"], token, window.ts)
+        extreme_at(xp, "max", values["phase"], token, window.phase.astype(xp.int64))
         columns = self.by_layer.shape[1]
         layer = xp.clip(window.layer + 1, 0, columns - 1).astype(xp.int64)
         cells = xp.bincount(token * columns + layer, weights=size, minlength=rows * columns)

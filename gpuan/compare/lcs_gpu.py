@@ -19,20 +19,27 @@ from gpuan.compare.lcs import Alignment
 
 SOURCE = "lcs_wavefront.cu"
 THREADS = 256
-#: dynamic shared memory a block may ask for on sm_80 / sm_90 (three diagonals of ints)
-MAX_SHARED = 227 * 1024
-#: baselines longer than this do not fit their three diagonals in shared memory: aligned on the CPU
-MAX_BASE = MAX_SHARED // (3 * 4) - 1
+
+
+def max_base(shared_bytes: int) -> int:
+    """Return the longest baseline whose three diagonals of ints fit in `shared_bytes` of shared memory;
+    longer ones are aligned on the CPU."""
+    return shared_bytes // (3 * 4) - 1
 
 
 @lru_cache(maxsize=1)
 def _kernels():
+    """Return (lcs_lengths, lcs_tables, the longest baseline lcs_lengths takes on this device)."""
+    import cupy
+
     from gpuan.engine.kernels import cuda_module
 
     module = cuda_module(SOURCE)
     lengths, tables = module.get_function("lcs_lengths"), module.get_function("lcs_tables")
-    lengths.max_dynamic_shared_size_bytes = MAX_SHARED
-    return lengths, tables
+    # the device's opt-in limit (227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_89): asking for more fails
+    shared = int(cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"])
+    lengths.max_dynamic_shared_size_bytes = shared
+    return lengths, tables, max_base(shared)
 
 
 @dataclass(frozen=True)
@@ -93,17 +100,17 @@ def alignments(pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[Alignment]:
     the longest common subsequence with `b` (the smallest among equals), its length, and the alignment that
     :func:`lcs.backtrack` gives on that rotation's table; all pairs in one launch per kernel.
 
-    A pair whose baseline exceeds :data:`MAX_BASE` kernels (its diagonals would not fit in shared memory),
-    or with an empty side, is aligned by :mod:`gpuan.compare.lcs` on the CPU: the same result.
+    A pair whose baseline exceeds :func:`max_base` kernels of this device's shared memory (its diagonals
+    would not fit), or with an empty side, is aligned by :mod:`gpuan.compare.lcs` on the CPU: the same result.
     """
     import cupy
 
-    on_gpu = [k for k, (a, b) in enumerate(pairs) if 0 < a.shape[0] <= MAX_BASE and b.shape[0] > 0]
+    lengths_kernel, tables_kernel, longest = _kernels()
+    on_gpu = [k for k, (a, b) in enumerate(pairs) if 0 < a.shape[0] <= longest and b.shape[0] > 0]
     out = [None if k in on_gpu else lcs.alignment(a, b) for k, (a, b) in enumerate(pairs)]
     if not on_gpu:
         return out  # type: ignore[return-value]
     batch = Batch.of([pairs[k] for k in on_gpu])
-    lengths_kernel, tables_kernel = _kernels()
     a, a_off, n = cupy.asarray(batch.a), cupy.asarray(batch.a_off), cupy.asarray(batch.n)
     b, b_off, m = cupy.asarray(batch.b), cupy.asarray(batch.b_off), cupy.asarray(batch.m)
     jobs = batch.job_pair.shape[0]

@@ -173,9 +173,9 @@ def leave_deviations(recs: Records) -> Records:
     order, starts, group = by_collective(recs)
     by_group = recs[order]
     counts = xp.diff(xp.append(starts, by_group.size))
-    # Leaves are ns well under 2**53 and collectives have few members: the float sums are exact, so
-    # any order of summation (numpy's or CuPy's) gives the same mean
-    mean_leave = reduceat(xp, "add", by_group["leave"].astype(np.float64), starts) / counts
+    # the Leaves summed as integers, exact on either engine: CuPy's add.reduceat is a cumulative sum over
+    # all rows, differenced, which in float64 rounds once the running total passes 2**53 ns
+    mean_leave = reduceat(xp, "add", by_group["leave"], starts).astype(np.float64) / counts
     full = (counts >= reduceat(xp, "maximum", by_group["members"], starts)) & (counts > 1)
     keep = full[group]
     out = Records.zeros(int(keep.sum()), DEVIATION, xp)

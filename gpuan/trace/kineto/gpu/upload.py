@@ -48,7 +48,10 @@ def read_to_device(path: str, xp) -> tuple:
     copied = [None, None]  # the event after each stage's last copy: the stage is free again once it is done
     stream = cupy.cuda.Stream(non_blocking=True)
     with open_bytes(path) as src:
-        dev = cupy.empty(padded_size(src.expected_size()), np.uint8)
+        # expected_size is an upper estimate (30x a large gzip): reserving it whole on the device could fail
+        # where the real size fits, so at most half the free memory is taken up front; the buffer grows
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        dev = cupy.empty(padded_size(min(src.expected_size(), free // 2)), np.uint8)
         n, k = 0, 0
         while True:
             if copied[k] is not None:

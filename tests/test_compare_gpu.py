@@ -193,3 +193,19 @@ def test_compare_all_gives_the_cpu_tables_on_the_gpu(gpu, data_dir, tmp_path):
         assert on_gpu["cycles"].num_rows > 0
         for table in ("kernels", "cycles"):
             assert on_gpu[table].equals(on_cpu[table]), (mode, table)
+
+
+def test_batches_are_cut_where_the_tables_would_not_fit():
+    from gpuan.compare.lcs_gpu import groups_within, table_bytes
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 100, 200)
+    for budget in (100, 250, 1000, int(sizes.sum())):
+        groups = groups_within(sizes, budget)
+        assert [i for g in groups for i in g] == list(range(len(sizes)))  # all, in order, once
+        assert all(sizes[g].sum() <= budget for g in groups)
+        # greedy: a group closes only when the next size would not fit
+        assert all(sizes[g].sum() + sizes[h[0]] > budget for g, h in zip(groups, groups[1:]))
+    assert groups_within(sizes, int(sizes.sum())) == [list(range(len(sizes)))]
+    assert groups_within(np.zeros(0, np.int64), 10) == []
+    assert table_bytes(np.zeros(3), np.zeros(5)) == 4 * 6 * 4

@@ -101,16 +101,50 @@ def alignments(pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[Alignment]:
     :func:`lcs.backtrack` gives on that rotation's table; all pairs in one launch per kernel.
 
     A pair whose baseline exceeds :func:`max_base` kernels of this device's shared memory (its diagonals
-    would not fit), or with an empty side, is aligned by :mod:`gpuan.compare.lcs` on the CPU: the same result.
+    would not fit), or with an empty side, is aligned by :mod:`gpuan.compare.lcs` on the CPU: the same result;
+    so is a pair whose table alone would take over a quarter of the free GPU memory. Where all the tables
+    together would, the batch is cut into groups that fit, one launch per kernel each.
     """
     import cupy
 
     lengths_kernel, tables_kernel, longest = _kernels()
-    on_gpu = [k for k, (a, b) in enumerate(pairs) if 0 < a.shape[0] <= longest and b.shape[0] > 0]
-    out = [None if k in on_gpu else lcs.alignment(a, b) for k, (a, b) in enumerate(pairs)]
-    if not on_gpu:
-        return out  # type: ignore[return-value]
-    batch = Batch.of([pairs[k] for k in on_gpu])
+    # every pair's whole table is on the device at once: the batch is cut where the tables would take more
+    # than a quarter of the free memory, and a pair whose table alone would is aligned on the CPU
+    budget = cupy.cuda.runtime.memGetInfo()[0] // 4
+    fits = [0 < a.shape[0] <= longest and 0 < b.shape[0] and table_bytes(a, b) <= budget for a, b in pairs]
+    out = [None if ok else lcs.alignment(a, b) for ok, (a, b) in zip(fits, pairs)]
+    on_gpu = [k for k, ok in enumerate(fits) if ok]
+    for group in groups_within(np.array([table_bytes(*pairs[k]) for k in on_gpu], np.int64), budget):
+        members = [on_gpu[i] for i in group]
+        for k, found in zip(members, _launch([pairs[k] for k in members], lengths_kernel, tables_kernel)):
+            out[k] = found
+    return out  # type: ignore[return-value]
+
+
+def table_bytes(a: np.ndarray, b: np.ndarray) -> int:
+    """Return the bytes of the (n + 1) x (m + 1) int32 table of the pair (a, b)."""
+    return (a.shape[0] + 1) * (b.shape[0] + 1) * 4
+
+
+def groups_within(sizes: np.ndarray, budget: int) -> list[list[int]]:
+    """Return the indices of `sizes` cut into consecutive groups whose sizes sum to at most `budget` (each
+    size is at most `budget`); one group where all fit, none for no sizes."""
+    groups: list[list[int]] = []
+    total = budget + 1
+    for i, size in enumerate(sizes.tolist()):
+        if total + size > budget:
+            groups.append([])
+            total = 0
+        groups[-1].append(i)
+        total += size
+    return groups
+
+
+def _launch(pairs: list[tuple[np.ndarray, np.ndarray]], lengths_kernel, tables_kernel) -> list[Alignment]:
+    """Return the alignments of `pairs` (all fit the device) from one launch of each kernel."""
+    import cupy
+
+    batch = Batch.of(pairs)
     a, a_off, n = cupy.asarray(batch.a), cupy.asarray(batch.a_off), cupy.asarray(batch.n)
     b, b_off, m = cupy.asarray(batch.b), cupy.asarray(batch.b_off), cupy.asarray(batch.m)
     jobs = batch.job_pair.shape[0]
@@ -123,9 +157,7 @@ def alignments(pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[Alignment]:
     best, common = batch.best_rotations(lengths.get())
     tables = cupy.empty(int(batch.t_size.sum()), np.int32)
     tables_kernel(
-        (len(on_gpu),), (THREADS,),
+        (len(pairs),), (THREADS,),
         (a, a_off, n, b, b_off, m, cupy.asarray(best), cupy.asarray(batch.t_off), tables),
     )  # fmt: skip
-    for k, found in zip(on_gpu, batch.alignments(best, common, tables.get())):
-        out[k] = found
-    return out  # type: ignore[return-value]
+    return batch.alignments(best, common, tables.get())

@@ -5,9 +5,12 @@ there is a GPU, the GPU's sequences against the CPU's."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import gpuan
+import gpuan.trace.table
 from gpuan.cycles.sequence import (
     _rows,
     _sorted_codes,
@@ -154,3 +157,39 @@ def test_gpu_sequences_equal_the_cpu_sequences(data_dir, name, kind):
             _same(on_gpu, sequences(on_host, kind, sequences=mode, ops=ops, engine=CPU))
             for seq in on_gpu:
                 assert np.array_equal(gpu.to_host(seq.device_ids), seq.ids)
+
+
+def _own_dictionaries(table: pa.Table) -> pa.Table:
+    """`table` with every dictionary column encoded afresh (its words in order of first appearance)."""
+    columns = []
+    for name in table.column_names:
+        col = table[name].combine_chunks()
+        if pa.types.is_dictionary(col.type):
+            col = col.dictionary_decode().dictionary_encode().cast(col.type)
+        columns.append(col)
+    return pa.table(columns, schema=table.schema)
+
+
+def test_chunks_with_own_dictionaries_and_events_without_start(data_dir):
+    # NCCL streams, and kernels launched before the trace window opened
+    trace = gpuan.load(data_dir / "kineto" / "mi300x_resnet_ddp_act_checkpoint.json.gz")
+    events = trace.events
+    kernel = pc.equal(events["kind"].combine_chunks().dictionary_decode(), "kernel").to_numpy(zero_copy_only=False)
+    unstarted = kernel & (np.arange(events.num_rows) % 11 == 0)
+    nulled = events.set_column(
+        events.column_names.index("ts"),
+        "ts",
+        pc.if_else(pa.array(unstarted), pa.scalar(None, pa.int64()), events["ts"]),
+    )
+    # three chunks, each with its own dictionaries (a trace concatenated from several files or batches)
+    cuts = [0, 40, events.num_rows // 2, events.num_rows]  # the first holds few of the names
+    chunked = pa.concat_tables([_own_dictionaries(nulled.slice(a, b - a)) for a, b in zip(cuts, cuts[1:])])
+    assert chunked["name"].num_chunks == 3
+    assert not chunked["name"].chunk(0).dictionary.equals(chunked["name"].chunk(1).dictionary)
+    # the events without a start are left out, as if the trace had never held them
+    without = gpuan.trace.table.Trace(events.filter(pa.array(~unstarted)))
+    for mode in ("group", "stream"):
+        found = sequences(gpuan.trace.table.Trace(chunked), sequences=mode, engine=CPU)
+        assert any(seq.early is not None for seq in found)
+        assert mode == "stream" or any(seq.group == "comm" for seq in found)
+        _same(found, sequences(without, sequences=mode, engine=CPU))

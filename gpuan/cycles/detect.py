@@ -259,10 +259,13 @@ def traced_regions(
         return list(pool.map(lambda c: periods.periodic_regions(ids, int(cands[c]), allowed[c]), range(len(cands))))
 
 
-def to_device(ids: np.ndarray, engine: Engine):
-    """Return `ids` on the GPU, copied once for both launches (the host array where the CPU runs them)."""
+def to_device(ids: np.ndarray, engine: Engine, device_ids=None):
+    """Return `ids` on the GPU, copied once for both launches (the host array where the CPU runs them);
+    `device_ids`, the same ids already on the GPU (a sequence built there), is used as it is."""
     if not _on_gpu(ids, engine):
         return ids
+    if device_ids is not None:
+        return device_ids
     from numba import cuda
 
     return cuda.to_device(np.ascontiguousarray(ids))
@@ -287,6 +290,7 @@ def cover(
     *,
     first_launched: int = 0,
     streams: np.ndarray | None = None,
+    device_ids=None,
 ) -> list[Pick]:
     """Greedy cover of `ids` by periodic regions; returns the picks, sorted by first instance, disjoint.
 
@@ -294,10 +298,11 @@ def cover(
     iteration) are one pick: its instances are found again after the break, where the pattern resumes.
     `streams` (the stream of each event, for a sequence of several) lets unordered regions compete where
     ordered ones cover too little; `first_launched` is the position of the first event launched inside
-    the trace window where earlier ones were launched before it (else 0).
+    the trace window where earlier ones were launched before it (else 0); `device_ids`: `ids` already on
+    the GPU, if they are.
     """
     n = ids.shape[0]
-    on_device = to_device(ids, engine)
+    on_device = to_device(ids, engine, device_ids)
     every, cands = traced_periods(ids, vocab, engine, on_device)
     if every.size == 0:
         return []
@@ -573,7 +578,7 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
         first_launched = int(np.argmin(seq.early))
     streams = seq.event_streams if seq.multi_stream else None
     picks = cover(seq.ids, idle, len(seq.vocab), _accept_outer, engine, first_launched=first_launched,
-                  streams=streams)  # fmt: skip
+                  streams=streams, device_ids=seq.device_ids)  # fmt: skip
     runs = [r for r in _outer_cycles(seq, picks) if r[1] - r[0] >= min_share * n]
     bounds: list[tuple[int, int, Cycle | None]] = []
     cur = 0
@@ -605,5 +610,5 @@ def detect(
     `engine` (default: the current one); the results are the same on CPU and GPU.
     """
     engine = engine or current()
-    found = split_sequences(trace, kind, sequences=sequences, ops=ops)
+    found = split_sequences(trace, kind, sequences=sequences, ops=ops, engine=engine)
     return [SequenceCycles(seq, detect_sequence(seq, engine)) for seq in found]

@@ -50,13 +50,14 @@ class Engine:
         Integer columns keep their dtype with nulls replaced by `null` (default: the dtype's minimum);
         dictionary columns become their int32 codes with -1 for null."""
         if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
+            # one chunk (the readers' tables) is taken as it is: combining would copy every column once more
+            col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if pa.types.is_dictionary(col.type):
-            codes = col.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+            codes = _filled(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
             return self.asarray(codes)
         if pa.types.is_integer(col.type):
             fill = null if null is not None else np.iinfo(col.type.to_pandas_dtype()).min
-            return self.asarray(col.fill_null(fill).to_numpy(zero_copy_only=False))
+            return self.asarray(_filled(col, fill).to_numpy(zero_copy_only=False))
         return self.asarray(col.to_numpy(zero_copy_only=False))
 
     def columns(self, table: pa.Table, names: list[str] | None = None) -> dict:
@@ -77,6 +78,11 @@ class Engine:
 
 #: id(table) -> (a weak reference to the table, its columns on the GPU), while the table lives
 _RESIDENT: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _filled(col: pa.Array, fill: int) -> pa.Array:
+    """Return `col` with its nulls replaced by `fill`; a column without nulls as it is (no copy)."""
+    return col.fill_null(fill) if col.null_count else col
 
 
 CPU = Engine("cpu", np)

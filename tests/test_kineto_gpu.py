@@ -419,7 +419,8 @@ def test_load_on_a_real_gpu(data_dir, tmp_path):
 
 
 def test_commands_read_on_the_gpu_under_device_gpu(data_dir):
-    """`gpuan --device gpu` loads through the GPU reader, and every command prints what it prints on the CPU."""
+    """`gpuan --device gpu` loads through the GPU reader and runs the analyses there, and each command prints
+    what it prints on the CPU (compare and tensors: tests/test_compare_gpu.py, tests/test_tensors.py)."""
     from gpuan.engine import gpu_available
 
     if not gpu_available():
@@ -430,6 +431,7 @@ def test_commands_read_on_the_gpu_under_device_gpu(data_dir):
         ["cycles", trace],
         ["sol", trace, "--top", "5"],
         ["streams", trace, "--streams", "2"],
+        ["replay", str(data_dir / "kineto" / "cpu_ddp_gloo_4rank_slow_rank1_step2")],
     ):
         runs = [
             subprocess.run([sys.executable, "-m", "gpuan", "--device", d, *args], capture_output=True, text=True)

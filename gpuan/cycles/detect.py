@@ -264,11 +264,9 @@ def to_device(ids: np.ndarray, engine: Engine, device_ids=None):
     `device_ids`, the same ids already on the GPU (a sequence built there), is used as it is."""
     if not _on_gpu(ids, engine):
         return ids
-    if device_ids is not None:
-        return device_ids
-    from numba import cuda
+    from gpuan.cycles import periods_cuda
 
-    return cuda.to_device(np.ascontiguousarray(ids))
+    return periods_cuda.device_ids(ids if device_ids is None else device_ids)
 
 
 @dataclass(frozen=True)

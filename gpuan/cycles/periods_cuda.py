@@ -45,6 +45,13 @@ def _match_counts_kernel(ids, periods, out):
         cuda.atomic.add(out, cand, partial[0])
 
 
+def device_ids(ids: Any) -> Any:
+    """Return `ids` as a numba device array: a device array (CuPy, numba) as it is, a host array copied."""
+    if hasattr(ids, "__cuda_array_interface__"):
+        return cuda.as_cuda_array(ids)
+    return cuda.to_device(np.ascontiguousarray(ids))
+
+
 def match_counts(ids: Any, periods: np.ndarray, blocks: int | None = None) -> np.ndarray:
     """Return, for each period ``L``, how many ``i`` have ``ids[i] == ids[i + L]`` (computed on the GPU).
 
@@ -54,8 +61,7 @@ def match_counts(ids: Any, periods: np.ndarray, blocks: int | None = None) -> np
     blocks = blocks or BLOCKS_PER_PERIOD
     if len(periods) == 0:
         return np.zeros(0, np.int64)
-    on_device = hasattr(ids, "__cuda_array_interface__")
-    d_ids = cuda.as_cuda_array(ids) if on_device else cuda.to_device(np.ascontiguousarray(ids))
+    d_ids = device_ids(ids)
     d_periods = cuda.to_device(np.ascontiguousarray(periods, dtype=np.int64))
     d_out = cuda.to_device(np.zeros(len(periods), np.int64))
     _match_counts_kernel[(blocks, len(periods)), THREADS](d_ids, d_periods, d_out)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from gpuan.cycles import periods
+from gpuan.cycles import periods, periods_cuda
 
 THREADS = 128
 #: windows per thread, at least (a thread's first window costs ``L`` comparisons, so a chunk is >= ``L``)
@@ -120,8 +120,7 @@ def periodic_regions(
     chunk, threads = chunk or CHUNK, threads or THREADS
     if len(cands) == 0:
         return []
-    on_device = hasattr(ids, "__cuda_array_interface__")
-    d_ids = cuda.as_cuda_array(ids) if on_device else cuda.to_device(np.ascontiguousarray(ids))
+    d_ids = periods_cuda.device_ids(ids)
     n = d_ids.shape[0]
     cands = np.ascontiguousarray(cands, dtype=np.int64)
     allowed = np.ascontiguousarray(allowed, dtype=np.int64)

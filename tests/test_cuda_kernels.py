@@ -5,11 +5,14 @@ machine; whether each kernel computes what its CPU twin does is tested in the ke
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from numba import types as nt
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "cuda_kernels").glob("*.cu"))
@@ -41,3 +44,58 @@ def test_the_loader_finds_every_source_and_names_a_missing_one():
     assert SOURCES and all(p.parent == KERNELS_DIR for p in SOURCES)
     with pytest.raises(FileNotFoundError, match="no_such_kernel.cu"):
         cuda_module("no_such_kernel.cu")
+
+
+# The numba-CUDA kernels' argument types, for compiling them without a GPU. Every kernel that
+# tests/test_gpu_twins.py finds must be here (a new kernel without its signature fails the test below).
+u8, u64, i32, i64, n = nt.uint8[::1], nt.uint64[::1], nt.int32[::1], nt.int64[::1], nt.int64
+rows64, rows32, spans = nt.int64[:, ::1], nt.int32[:, ::1], nt.uint64[:, ::1]
+SIGNATURES = {
+    "gpuan/cycles/periods_cuda.py::_match_counts_kernel": (i32, i64, i64),
+    "gpuan/cycles/regions_cuda.py::_regions_kernel": (i32, i64, i64, n, rows64, rows64, rows64),
+    "gpuan/trace/kineto/gpu/structure_cuda.py::_quotes_kernel": (u8, u64, n, n, u64, i64),
+    "gpuan/trace/kineto/gpu/structure_cuda.py::_brackets_kernel": (u64, u64, i64, n, n, u64, u64, i64),
+    "gpuan/trace/kineto/gpu/structure_cuda.py::_starts_kernel": (u8, u64, u64, i64, n, n, n, n, n, i64, i64, i64, i64),
+    "gpuan/trace/kineto/gpu/strings_cuda.py::_same_bytes_kernel": (u64, i64, i64, i64, nt.boolean[::1]),
+    "gpuan/trace/kineto/gpu/fields_cuda.py::_fields_kernel": (
+        u8, u64, n, i64, n, rows64, rows32, spans, rows64, rows64, i64, nt.int32[::1]
+    ),
+}  # fmt: skip
+
+# run in a process of its own, without the simulator: the real CUDA target compiles
+_COMPILE = """
+import importlib, sys, types
+import numba.cuda.dispatcher as dispatcher
+from numba.cuda import compile_ptx
+from test_cuda_kernels import SIGNATURES
+# no GPU to ask for its compute capability: device functions are compiled for the one named here
+dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+for key in sys.argv[1:]:
+    path, name = key.split("::")
+    kernel = getattr(importlib.import_module(path[:-3].replace("/", ".")), name)
+    ptx, _ = compile_ptx(kernel.py_func, SIGNATURES[key], cc=(9, 0))
+    assert ".target sm_90" in ptx, key
+    print("compiled", key)
+"""
+
+
+def test_every_numba_kernel_compiles_for_sm_90():
+    """The simulator runs kernels as Python: the CUDA target's typing (which refuses max(a, b), for one)
+    and code generation are checked only by compiling them, which NVVM does without a GPU."""
+    from test_gpu_twins import all_kernels
+
+    try:
+        from numba.cuda.cudadrv.nvvm import NVVM
+
+        NVVM()
+    except Exception as e:  # noqa: BLE001 - any failure to load NVVM means no CUDA toolkit to compile with
+        pytest.skip(f"no NVVM (CUDA toolkit) to compile with: {e}")
+    kernels = sorted(k for k, kind in all_kernels().items() if kind == "numba")
+    missing = [k for k in kernels if k not in SIGNATURES]
+    assert not missing, f"numba-CUDA kernels without a signature in SIGNATURES: {missing}"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", _COMPILE, *kernels], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert r.stdout.count("compiled") == len(kernels)

@@ -16,6 +16,12 @@
 // The batch is all pairs of a `compare --all` run at once: sequences are concatenated, each pair names
 // its offsets and lengths. Lengths are int32 (cycles hold thousands of kernels, far below 2^31).
 
+// The index in a of row i (1-based, as the table's) of a rotated by rot: (i - 1 + rot) % n without a division.
+__device__ __forceinline__ int rotated_row(int i, int rot, int n) {
+    const int ai = i - 1 + rot;
+    return ai >= n ? ai - n : ai;
+}
+
 extern "C" __global__ void lcs_lengths(const int* __restrict__ a_all, const long long* __restrict__ a_off,
                                        const int* __restrict__ a_len, const int* __restrict__ b_all,
                                        const long long* __restrict__ b_off, const int* __restrict__ b_len,
@@ -41,10 +47,7 @@ extern "C" __global__ void lcs_lengths(const int* __restrict__ a_all, const long
         const int hi = min(n, d - 1);
         for (int i = lo + threadIdx.x; i <= hi; i += blockDim.x) {
             const int j = d - i;
-            int ai = i - 1 + rot;
-            if (ai >= n) {
-                ai -= n;
-            }
+            const int ai = rotated_row(i, rot, n);
             cur[i] = a[ai] == b[j - 1] ? prev2[i - 1] + 1 : max(prev1[i - 1], prev1[i]);
         }
         __syncthreads();
@@ -83,10 +86,7 @@ extern "C" __global__ void lcs_tables(const int* __restrict__ a_all, const long 
         const int hi = min(n, d - 1);
         for (int i = lo + threadIdx.x; i <= hi; i += blockDim.x) {
             const int j = d - i;
-            int ai = i - 1 + rot;
-            if (ai >= n) {
-                ai -= n;
-            }
+            const int ai = rotated_row(i, rot, n);
             t[i * w + j] = a[ai] == b[j - 1] ? t[(i - 1) * w + j - 1] + 1 : max(t[(i - 1) * w + j], t[i * w + j - 1]);
         }
         __syncthreads();

@@ -18,6 +18,12 @@ from gpuan.cycles.signature import signature
 from gpuan.engine import CPU, gpu_available, select
 
 
+def rotated_row(i: np.ndarray, rot: int, n: int) -> np.ndarray:
+    """The index in ``a`` of rows `i` (1-based) of ``a`` rotated by `rot`, as the kernels' ``rotated_row``."""
+    ai = i - 1 + rot
+    return np.where(ai >= n, ai - n, ai)
+
+
 def wavefront_length(a: np.ndarray, b: np.ndarray, rot: int) -> int:
     """The LCS length of rotation `rot` of `a` with `b`, by ``lcs_lengths``'s schedule (one block's work)."""
     n, m = a.shape[0], b.shape[0]
@@ -27,8 +33,7 @@ def wavefront_length(a: np.ndarray, b: np.ndarray, rot: int) -> int:
         lo, hi = max(1, d - m), min(n, d - 1)
         i = np.arange(lo, hi + 1)  # the kernel's threads, each one cell of the diagonal
         j = d - i
-        ai = i - 1 + rot
-        ai = np.where(ai >= n, ai - n, ai)
+        ai = rotated_row(i, rot, n)
         cur[i] = np.where(a[ai] == b[j - 1], prev2[i - 1] + 1, np.maximum(prev1[i - 1], prev1[i]))
         prev2, prev1, cur = prev1, cur, prev2  # __syncthreads(), then the buffers rotate
     return 0 if n == 0 or m == 0 else int(prev1[n])
@@ -45,8 +50,7 @@ def wavefront_table(a: np.ndarray, b: np.ndarray, rot: int) -> np.ndarray:
         lo, hi = max(1, d - m), min(n, d - 1)
         i = np.arange(lo, hi + 1)
         j = d - i
-        ai = i - 1 + rot
-        ai = np.where(ai >= n, ai - n, ai)
+        ai = rotated_row(i, rot, n)
         t[i * w + j] = np.where(
             a[ai] == b[j - 1], t[(i - 1) * w + j - 1] + 1, np.maximum(t[(i - 1) * w + j], t[i * w + j - 1])
         )

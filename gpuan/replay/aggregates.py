@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort, reduceat
+from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts
 
 _RING = np.array([op in ("all_reduce", "all_gather", "reduce_scatter") for op in OPS], bool)
 _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)
@@ -19,29 +19,13 @@ def _host(a) -> np.ndarray:
     return a.get() if hasattr(a, "get") else a
 
 
-def _firsts(xp, *keys):
-    """Return where each run of equal rows starts among rows sorted by `keys` (all of one length)."""
-    new = xp.zeros(keys[0].size, bool)
-    new[:1] = True
-    for key in keys:
-        new[1:] |= key[1:] != key[:-1]
-    return xp.flatnonzero(new)
-
-
-def _numbered(xp, starts, n: int):
-    """Return, for n sorted rows whose runs begin at `starts`, the run of each row (0, 1, ...)."""
-    marks = xp.zeros(n, np.int64)
-    marks[starts] = 1
-    return xp.cumsum(marks) - 1
-
-
 def _per_group(xp, reduce: str, group, values, n_groups: int, empty: int = 0):
     """Return `reduce` ("add" or "maximum") of int64 `values` per group 0..n_groups-1, `empty` where a
     group has none: a sort and a segmented reduction, exact for integers."""
     out = xp.full(n_groups, empty, np.int64)
     if group.size:
         by = argsort(xp, group)
-        starts = _firsts(xp, group[by])
+        starts = run_starts(xp, group[by])
         out[group[by][starts]] = reduceat(xp, reduce, values[by].astype(np.int64), starts)
     return out
 
@@ -72,9 +56,9 @@ def stragglers(calls: Records, waits: Records, collectives: Records, messages: R
     step = xp.concatenate(steps)
     rank = xp.concatenate((mine["rank"], blamed["late_rank"], late["src"]))
     order = lexsort(xp, (rank, step))
-    starts = _firsts(xp, step[order], rank[order])
+    starts = run_starts(xp, step[order], rank[order])
     group = xp.empty(order.size, np.int64)
-    group[order] = _numbered(xp, starts, order.size)  # each row's (step, rank), rows in `steps` order
+    group[order] = run_numbers(xp, starts, order.size)  # each row's (step, rank), rows in `steps` order
     ends = np.cumsum([s.size for s in steps]).tolist()
     own, caused, sent_late = group[: ends[0]], group[ends[0] : ends[1]], group[ends[1] :]
     n = starts.size
@@ -113,8 +97,8 @@ def pair_traffic(per_call: Records, pg_order) -> dict[str, np.ndarray]:
     pg = pg_order(per_call["pg"])
     by = lexsort(xp, (per_call["rank"], per_call["seq"], pg))
     calls, pg = per_call[by], pg[by]
-    starts = _firsts(xp, pg, calls["seq"])  # the collectives in the tables' order, members by rank
-    which = _numbered(xp, starts, calls.size)
+    starts = run_starts(xp, pg, calls["seq"])  # the collectives in the tables' order, members by rank
+    which = run_numbers(xp, starts, calls.size)
     n = xp.diff(xp.append(starts, calls.size))
     op, rank = calls["op"][starts].astype(np.int64), calls["rank"].astype(np.int64)
     size = reduceat(xp, "maximum", calls["nbytes"], starts).astype(np.float64)

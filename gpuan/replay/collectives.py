@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort, reduceat
+from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts
 
 #: per record: what the owner of its collective found
 WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])
@@ -48,9 +48,8 @@ def by_collective(recs: Records) -> tuple:
     order; the collective of each sorted record, numbered from 0)."""
     xp = recs.xp
     order = lexsort(xp, (recs["rank"], recs["seq"], recs["pg"]))
-    pg, seq = recs["pg"][order], recs["seq"][order]
-    new = xp.concatenate((xp.ones(min(recs.size, 1), bool), (pg[1:] != pg[:-1]) | (seq[1:] != seq[:-1])))
-    return order, xp.flatnonzero(new), xp.cumsum(new) - 1
+    starts = run_starts(xp, recs["pg"][order], recs["seq"][order])
+    return order, starts, run_numbers(xp, starts, recs.size)
 
 
 def match(recs: np.ndarray | Records, offsets=None) -> tuple[Records, Records]:
@@ -190,8 +189,7 @@ def clock_offsets(deviations: Records, n_ranks: int) -> np.ndarray:
     xp = deviations.xp
     order = lexsort(xp, (deviations["dev"], deviations["rank"]))
     rank, dev = deviations["rank"][order], deviations["dev"][order]
-    new = xp.concatenate((xp.ones(min(rank.size, 1), bool), rank[1:] != rank[:-1]))
-    starts = xp.flatnonzero(new)
+    starts = run_starts(xp, rank)
     counts = xp.diff(xp.append(starts, rank.size))
     # numpy's median: the middle value, or the mean of the two middle values, of each rank's sorted run
     median = (dev[starts + (counts - 1) // 2] + dev[starts + counts // 2]) / 2

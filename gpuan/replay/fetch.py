@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpuan.engine.procs import Procs
-from gpuan.replay.records import Records, lexsort, send
+from gpuan.replay.records import Records, lexsort, run_starts, send
 
 _REQUEST = np.dtype([("rank", np.int32), ("origin", np.int32), ("key", np.int64)])
 
@@ -71,9 +71,7 @@ def _unique(req: Records) -> Records:
     """Return the distinct requests, ordered by rank, origin and key (as numpy's unique orders them)."""
     xp = req.xp
     req = req[lexsort(xp, (req["key"], req["origin"], req["rank"]))]
-    same = (req["rank"][1:] == req["rank"][:-1]) & (req["origin"][1:] == req["origin"][:-1])
-    same &= req["key"][1:] == req["key"][:-1]
-    return req[xp.concatenate((xp.ones(min(req.size, 1), bool), ~same))]
+    return req[run_starts(xp, req["rank"], req["origin"], req["key"])]
 
 
 def _ints(a) -> list[int]:

@@ -127,6 +127,23 @@ def lexsort_by_argsorts(xp: ModuleType, keys: tuple):
     return order
 
 
+def run_starts(xp: ModuleType, *keys):
+    """Return where each run of equal rows starts among rows sorted by `keys` (columns of one length)."""
+    new = xp.zeros(keys[0].shape[0], bool)
+    new[:1] = True
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    return xp.flatnonzero(new)
+
+
+def run_numbers(xp: ModuleType, starts, n: int):
+    """Return, for `n` sorted rows whose runs begin at `starts` (:func:`run_starts`), the run of each row
+    (0, 1, ...)."""
+    marks = xp.zeros(n, np.int64)
+    marks[starts] = 1
+    return xp.cumsum(marks) - 1
+
+
 def reduceat(xp: ModuleType, op: str, values, starts):
     """Return numpy's ``<op>.reduceat(values, starts)`` ("add", "minimum" or "maximum") over the runs of
     rows that begin at `starts` (increasing, the first 0). CuPy has only ``add.reduceat``: there the
@@ -141,11 +158,9 @@ def reduceat_by_at(xp: ModuleType, op: str, values, starts, at=extreme_at):
     """Return :func:`reduceat`'s "minimum" or "maximum" of integer `values` by `at` (:func:`extreme_at`, which
     on CuPy goes through uint64) over each row's run (what CuPy runs; numpy can too, which is how it is
     tested, with :func:`extreme_at_unsigned` as `at`)."""
-    marks = xp.zeros(values.shape[0], np.int64)
-    marks[starts] = 1
     start = np.iinfo(np.int64).min if op == "maximum" else np.iinfo(np.int64).max
     out = xp.full(starts.shape[0], start, np.int64)
-    at(xp, "max" if op == "maximum" else "min", out, xp.cumsum(marks) - 1, values)
+    at(xp, "max" if op == "maximum" else "min", out, run_numbers(xp, starts, values.shape[0]), values)
     return out.astype(values.dtype)
 
 

@@ -127,11 +127,16 @@ def backtrack(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, 
     return ai[:k][::-1].copy(), bj[:k][::-1].copy()
 
 
+def rotation_order(n: int, rotation: int) -> np.ndarray:
+    """Return the rows of a sequence of `n` in the order of its rotation by `rotation`: row ``i`` of the
+    rotated sequence is row ``(i + rotation) % n`` (int64; empty for ``n == 0``)."""
+    return (np.arange(n) + rotation) % n
+
+
 def alignment(a: np.ndarray, b: np.ndarray) -> Alignment:
     """Return the :data:`Alignment` of `a` and `b`: :func:`best_rotation`, then :func:`backtrack` over that
     rotation's :func:`lcs_table` (row ``i`` of the rotated `a` is ``a[(i + rotation) % n]``)."""
     vocab = int(max(a.max(initial=-1), b.max(initial=-1))) + 1
     rotation, common = best_rotation(a, b, vocab)
-    n = a.shape[0]
-    rotated = a[(np.arange(n) + rotation) % n] if n else a
+    rotated = a[rotation_order(a.shape[0], rotation)]
     return int(rotation), int(common), *backtrack(lcs_table(rotated, b), rotated, b)

@@ -85,7 +85,7 @@ class Batch:
             a = self.a[self.a_off[q] : self.a_off[q] + n]
             b = self.b[self.b_off[q] : self.b_off[q] + m]
             table = tables[self.t_off[q] : self.t_off[q] + self.t_size[q]].reshape(n + 1, m + 1)
-            rotated = a[(np.arange(n) + rot) % n]
+            rotated = a[lcs.rotation_order(n, rot)]
             out.append((rot, int(common[q]), *lcs.backtrack(table, rotated, b)))
         return out
 

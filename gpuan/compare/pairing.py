@@ -78,7 +78,7 @@ def align(base: CycleTable, new: CycleTable, alignment: lcs.Alignment | None = N
         alignment = lcs.alignment(*signature_ids(base, new))
     rotation, common, rotated_index, new_index = alignment
     n = len(base.rows)
-    order = (np.arange(n) + rotation) % n if n else np.zeros(0, np.int64)
+    order = lcs.rotation_order(n, rotation)
     base_index = np.where(rotated_index >= 0, order[np.maximum(rotated_index, 0)] if n else -1, -1)
     base_names = base.rows["kernel_name"].to_numpy(object)
     new_names = new.rows["kernel_name"].to_numpy(object)

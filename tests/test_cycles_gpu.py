@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -40,6 +41,24 @@ def test_synthetic_llm_same_bytes_on_gpu(gpu):
 
 # ---- the kernels against their CPU twins: in numba's CUDA simulator here, on the GPU where there is one
 
+
+def regions_agree(ids, cands, **launch):
+    """Assert that regions_cuda's regions of every candidate period are the CPU's; return how many."""
+    from gpuan.cycles import periods, regions_cuda
+
+    cands = np.asarray(cands, np.int64)
+    allowed = np.array([int(L * periods.TOLERANCE) for L in cands], np.int64)
+    gpu = regions_cuda.periodic_regions(ids, cands, allowed, **launch)
+    found = 0
+    for L, a, (starts, ends) in zip(cands.tolist(), allowed.tolist(), gpu):
+        cpu_starts, cpu_ends = periods.periodic_regions(ids, L, a)
+        assert starts.tolist() == cpu_starts.tolist(), (L, starts, cpu_starts)
+        assert ends.tolist() == cpu_ends.tolist(), (L, ends, cpu_ends)
+        found += len(starts)
+    return found
+
+
+# the simulator's process runs regions_agree from its source, after the launch sizes are made small
 _SIMULATOR_SETUP = """
 import numpy as np
 import gpuan
@@ -60,24 +79,12 @@ def noisy_repeats(seed, pattern, reps, noise):
 def real_ids(path):
     return max(sequences(gpuan.load(path)), key=len).ids
 
-def regions_agree(ids, cands, **launch):
-    cands = np.asarray(cands, np.int64)
-    allowed = np.array([int(L * periods.TOLERANCE) for L in cands], np.int64)
-    gpu = regions_cuda.periodic_regions(ids, cands, allowed, **launch)
-    found = 0
-    for L, a, (starts, ends) in zip(cands.tolist(), allowed.tolist(), gpu):
-        cpu_starts, cpu_ends = periods.periodic_regions(ids, L, a)
-        assert starts.tolist() == cpu_starts.tolist(), (L, starts, cpu_starts)
-        assert ends.tolist() == cpu_ends.tolist(), (L, ends, cpu_ends)
-        found += len(starts)
-    return found
-
 def segments(segs):
     def cyc(c):
         return None if c is None else (c.template.tolist(), c.starts.tolist(), c.offset, c.per_parent,
                                        None if c.members is None else c.members.tolist())
     return [(s.start, s.end, cyc(s.cycle), [cyc(c) for c in s.sub_cycles]) for s in segs]
-"""
+""" + inspect.getsource(regions_agree)
 
 
 def _in_simulator(code: str) -> str:
@@ -134,17 +141,12 @@ def test_detection_on_the_gpu_path_finds_the_cpu_segments_in_the_simulator(data_
 
 @pytest.mark.gpu_twin("gpuan/cycles/regions_cuda.py::_regions_kernel")
 def test_regions_kernel_on_a_real_gpu(gpu):
-    from gpuan.cycles import periods, regions_cuda
+    from gpuan.cycles import periods
     from gpuan.synth.cycles import llm_kernel_trace
 
     trace, _ = llm_kernel_trace(300_000, noise=0.01)
     ids = max(gpuan.cycles.sequences(trace), key=len).ids
-    cands = periods.candidate_periods(ids, int(ids.max()) + 1, len(ids) // 2)
-    allowed = np.array([int(L * periods.TOLERANCE) for L in cands], np.int64)
-    found = regions_cuda.periodic_regions(ids, cands, allowed)
-    for L, a, (starts, ends) in zip(cands.tolist(), allowed.tolist(), found):
-        cpu_starts, cpu_ends = periods.periodic_regions(ids, L, a)
-        assert (starts.tolist(), ends.tolist()) == (cpu_starts.tolist(), cpu_ends.tolist()), L
+    regions_agree(ids, periods.candidate_periods(ids, int(ids.max()) + 1, len(ids) // 2))
 
 
 @pytest.mark.gpu_twin("gpuan/cycles/periods_cuda.py::_match_counts_kernel")

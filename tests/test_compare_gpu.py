@@ -13,7 +13,7 @@ import pytest
 
 import gpuan
 from gpuan import compare
-from gpuan.compare import lcs
+from gpuan.compare import lcs, lcs_gpu
 from gpuan.cycles.signature import signature
 from gpuan.engine import CPU, gpu_available, select
 
@@ -55,6 +55,14 @@ def wavefront_table(a: np.ndarray, b: np.ndarray, rot: int) -> np.ndarray:
             a[ai] == b[j - 1], t[(i - 1) * w + j - 1] + 1, np.maximum(t[(i - 1) * w + j], t[i * w + j - 1])
         )
     return t.reshape(n + 1, m + 1)
+
+
+def _same_alignments(pairs, found) -> None:
+    """Assert that `found` holds per pair of `pairs` the CPU's :func:`lcs.alignment`."""
+    for (a, b), got in zip(pairs, found):
+        want = lcs.alignment(a, b)
+        assert got[:2] == want[:2]
+        assert got[2].tolist() == want[2].tolist() and got[3].tolist() == want[3].tolist()
 
 
 def _random_pairs(seed: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -128,8 +136,6 @@ def test_wavefront_on_real_cycles(data_dir):
 def test_the_batch_around_the_numpy_schedule_gives_the_cpu_alignments(data_dir):
     # lcs_gpu's host side (jobs, offsets, the choice of rotation, the tables' layout, the backtrack) with
     # the kernels' schedule in their place, reading the batch's arrays as the kernels do
-    from gpuan.compare import lcs_gpu
-
     pairs = _random_pairs(11, 20) + [p for p in _real_pairs(data_dir) if p[0].shape[0] * p[1].shape[0] < 5_000]
     batch = lcs_gpu.Batch.of(pairs)
 
@@ -143,10 +149,7 @@ def test_the_batch_around_the_numpy_schedule_gives_the_cpu_alignments(data_dir):
     for p in range(len(pairs)):
         tables[batch.t_off[p] : batch.t_off[p] + batch.t_size[p]] = wavefront_table(*sides(p), best[p]).ravel()
     assert (tables >= 0).all()  # the layout leaves no gap
-    for (a, b), got in zip(pairs, batch.alignments(best, common, tables)):
-        want = lcs.alignment(a, b)
-        assert got[:2] == want[:2]
-        assert got[2].tolist() == want[2].tolist() and got[3].tolist() == want[3].tolist()
+    _same_alignments(pairs, batch.alignments(best, common, tables))
 
 
 # ---- the kernels themselves: where a GPU is
@@ -159,27 +162,18 @@ def gpu():
     return select("gpu")
 
 
-def _same_alignments(pairs):
-    from gpuan.compare import lcs_gpu
-
-    found = lcs_gpu.alignments(pairs)
-    for (a, b), got in zip(pairs, found):
-        want = lcs.alignment(a, b)
-        assert got[:2] == want[:2]
-        assert got[2].tolist() == want[2].tolist() and got[3].tolist() == want[3].tolist()
-
-
 @pytest.mark.gpu_twin("cuda_kernels/lcs_wavefront.cu::lcs_lengths")
 @pytest.mark.gpu_twin("cuda_kernels/lcs_wavefront.cu::lcs_tables")
 def test_kernels_align_random_pairs_as_the_cpu_in_one_batch(gpu):
     pairs = _random_pairs(7, 60) + [(np.zeros(0, np.int64), np.arange(3)), (np.arange(3), np.zeros(0, np.int64))]
-    _same_alignments(pairs)
+    _same_alignments(pairs, lcs_gpu.alignments(pairs))
 
 
 @pytest.mark.gpu_twin("cuda_kernels/lcs_wavefront.cu::lcs_lengths")
 @pytest.mark.gpu_twin("cuda_kernels/lcs_wavefront.cu::lcs_tables")
 def test_kernels_align_real_cycles_as_the_cpu(gpu, data_dir):
-    _same_alignments(_real_pairs(data_dir))
+    pairs = _real_pairs(data_dir)
+    _same_alignments(pairs, lcs_gpu.alignments(pairs))
 
 
 def test_compare_all_gives_the_cpu_tables_on_the_gpu(gpu, data_dir, tmp_path):

@@ -8,15 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts
+from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts, to_host
 
 _RING = np.array([op in ("all_reduce", "all_gather", "reduce_scatter") for op in OPS], bool)
 _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)
 _ROOTED = np.array([op in ONE_TO_N | N_TO_ONE for op in OPS], bool)
-
-
-def _host(a) -> np.ndarray:
-    return a.get() if hasattr(a, "get") else a
 
 
 def _per_group(xp, reduce: str, group, values, n_groups: int, empty: int = 0):
@@ -77,7 +73,7 @@ def stragglers(calls: Records, waits: Records, collectives: Records, messages: R
     }
     columns["caused_total"] = columns["caused_wait"] + columns["caused_p2p_wait"]
     ranked = lexsort(xp, (columns["rank"], columns["step"], -columns["caused_total"]))
-    return {name: _host(col[ranked]) for name, col in columns.items()}
+    return {name: to_host(col[ranked]) for name, col in columns.items()}
 
 
 def pair_traffic(per_call: Records, pg_order) -> dict[str, np.ndarray]:
@@ -123,7 +119,7 @@ def pair_traffic(per_call: Records, pg_order) -> dict[str, np.ndarray]:
     transfers.append(
         (which[leaf], xp.where(down, root[leaf], rank[leaf]), xp.where(down, rank[leaf], root[leaf]), size[which][leaf])
     )
-    coll, src, dst, nbytes = (_host(xp.concatenate([t[i] for t in transfers])) for i in range(4))
+    coll, src, dst, nbytes = (to_host(xp.concatenate([t[i] for t in transfers])) for i in range(4))
     in_order = np.argsort(coll, kind="stable")
     pairs, index = np.unique(np.stack((src[in_order], dst[in_order]), axis=1), axis=0, return_inverse=True)
     index = index.reshape(-1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts
+from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts, to_host
 
 #: per record: what the owner of its collective found
 WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])
@@ -195,9 +195,5 @@ def clock_offsets(deviations: Records, n_ranks: int) -> np.ndarray:
     median = (dev[starts + (counts - 1) // 2] + dev[starts + counts // 2]) / 2
     out = np.zeros(n_ranks, np.int64)
     found = xp.round(median).astype(np.int64)
-    out[_host(rank[starts])] = _host(found)
+    out[to_host(rank[starts])] = to_host(found)
     return out
-
-
-def _host(a) -> np.ndarray:
-    return a.get() if hasattr(a, "get") else a

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpuan.engine.procs import Procs
-from gpuan.replay.records import Records, lexsort, run_starts, send
+from gpuan.replay.records import Records, lexsort, run_starts, send, to_host
 
 _REQUEST = np.dtype([("rank", np.int32), ("origin", np.int32), ("key", np.int64)])
 
@@ -56,7 +56,7 @@ class Fetcher:
         got = send(self.procs, req, self.owner[req["rank"]].astype(np.int64))
         answers, found = lookup(self.local, got["rank"], got["key"], self.dtype, xp)
         back = send(self.procs, answers[found], got["origin"][found].astype(np.int64))
-        for r in _ints(xp.unique(back["rank"])):
+        for r in to_host(xp.unique(back["rank"])).tolist():
             old = self.cache.get(r, Records.zeros(0, self.dtype, xp))
             self.cache[r] = Records.concat([old, back[back["rank"] == r]], self.dtype, xp).sort_by("key")
         out_local, found_local = lookup(self.local, ranks, keys, self.dtype, xp)
@@ -74,17 +74,12 @@ def _unique(req: Records) -> Records:
     return req[run_starts(xp, req["rank"], req["origin"], req["key"])]
 
 
-def _ints(a) -> list[int]:
-    """Return the values of a (small) engine array as Python ints: what a loop over ranks runs on."""
-    return [int(v) for v in (a.get() if hasattr(a, "get") else a)]
-
-
 def lookup(tables: dict[int, Records], ranks, keys, dtype: np.dtype, xp=np) -> tuple[Records, Any]:
     """Return (the record of each (rank, key) in `tables` (rank → records sorted by key), a found mask).
     The loop is over the distinct ranks asked for (a few), each one a vectorised search."""
     out = Records.zeros(ranks.size, dtype, xp)
     found = xp.zeros(ranks.size, bool)
-    for r in _ints(xp.unique(ranks)):
+    for r in to_host(xp.unique(ranks)).tolist():
         table = tables.get(r)
         if table is None or table.size == 0:
             continue

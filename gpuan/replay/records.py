@@ -76,7 +76,7 @@ class Records:
         """Return the rows as a structured numpy array (on the host)."""
         out = np.zeros(self.size, self.dtype)
         for name, col in self._columns.items():
-            out[name] = col.get() if hasattr(col, "get") else col
+            out[name] = to_host(col)
         return out
 
     def sort_by(self, field: str) -> Records:
@@ -104,6 +104,11 @@ class Records:
             raw = xp.ascontiguousarray(rows[:, at : at + field.itemsize])
             columns[name] = raw.view(field).reshape(n)
         return cls(dtype, columns, xp)
+
+
+def to_host(a) -> np.ndarray:
+    """Return an array of either engine as a numpy array (a CuPy one copied from the device)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def argsort(xp: ModuleType, keys):

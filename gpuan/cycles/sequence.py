@@ -20,6 +20,7 @@ import pyarrow as pa
 from gpuan.engine import Engine, resolve
 from gpuan.engine.scatter import extreme_at
 from gpuan.options import CYCLES_OPS, CYCLES_SEQUENCES
+from gpuan.trace.kinds import GPU_KINDS
 from gpuan.trace.schema import UNNAMED
 from gpuan.trace.table import Trace
 
@@ -83,10 +84,6 @@ class Sequence:
 
 _INT64_MIN = np.iinfo(np.int64).min
 _INT64_MAX = np.iinfo(np.int64).max
-
-#: the kinds of events that run on a GPU (sequences per device and stream group; the others are CPU
-#: operators, one sequence per thread)
-_GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_annotation")
 
 
 def dictionary_of(col: pa.ChunkedArray) -> list:
@@ -332,7 +329,7 @@ def sequences(
     engine = resolve(engine)
     xp = engine.xp
     events = trace.events
-    gpu = kind in _GPU_KINDS
+    gpu = kind in GPU_KINDS  # per device and stream group; the others are CPU operators, per thread
     kinds = _column(engine, events, "kind")
     every_ts = _column(engine, events, "ts")
     # an event without a start has no place in time order (as time 0 it would break the first cycle)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, lexsort, reduceat, run_numbers, run_starts, to_host
+from gpuan.replay.records import Records, argsort, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
 
 _RING = np.array([op in ("all_reduce", "all_gather", "reduce_scatter") for op in OPS], bool)
 _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)
@@ -31,11 +31,8 @@ def with_waits(calls: Records, waits: Records) -> tuple[Records, Records]:
     xp = calls.xp
     key = calls["rank"].astype(np.int64) * (1 << 40) + calls["row"]
     want = waits["rank"].astype(np.int64) * (1 << 40) + waits["row"]
-    if key.size == 0:
-        return calls, waits[:0]
     order = argsort(xp, key)
-    at = xp.clip(xp.searchsorted(key[order], want), 0, key.size - 1)
-    hit = key[order][at] == want
+    at, hit = find_sorted(xp, key[order], want)
     return calls[order[at[hit]]], waits[hit]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpuan.engine.procs import Procs
-from gpuan.replay.records import Records, lexsort, run_starts, send, to_host
+from gpuan.replay.records import Records, find_sorted, lexsort, run_starts, send, to_host
 
 _REQUEST = np.dtype([("rank", np.int32), ("origin", np.int32), ("key", np.int64)])
 
@@ -84,8 +84,7 @@ def lookup(tables: dict[int, Records], ranks, keys, dtype: np.dtype, xp=np) -> t
         if table is None or table.size == 0:
             continue
         sel = xp.flatnonzero(ranks == r)
-        at = xp.clip(xp.searchsorted(table["key"], keys[sel]), 0, table.size - 1)
-        hit = table["key"][at] == keys[sel]
+        at, hit = find_sorted(xp, table["key"], keys[sel])
         out[sel[hit]] = table[at[hit]]
         found[sel[hit]] = True
     return out, found

@@ -149,6 +149,16 @@ def run_numbers(xp: ModuleType, starts, n: int):
     return xp.cumsum(marks) - 1
 
 
+def find_sorted(xp: ModuleType, sorted_keys, want) -> tuple:
+    """Return (where each of `want` is among the ascending `sorted_keys`, whether it is there): a binary
+    search; a position not found is some valid one (0 when `sorted_keys` is empty, where none is found)."""
+    n = sorted_keys.shape[0]
+    if n == 0:
+        return xp.zeros(want.shape[0], np.int64), xp.zeros(want.shape[0], bool)
+    at = xp.clip(xp.searchsorted(sorted_keys, want), 0, n - 1)
+    return at, sorted_keys[at] == want
+
+
 def reduceat(xp: ModuleType, op: str, values, starts):
     """Return numpy's ``<op>.reduceat(values, starts)`` ("add", "minimum" or "maximum") over the runs of
     rows that begin at `starts` (increasing, the first 0). CuPy has only ``add.reduceat``: there the

@@ -64,8 +64,9 @@ def match(recs: np.ndarray | Records, offsets=None) -> tuple[Records, Records]:
     enter = recs["enter"].copy()
     leave = recs["leave"].copy()
     if offsets is not None and recs.size:
-        enter -= xp.asarray(offsets)[recs["rank"]]
-        leave -= xp.asarray(offsets)[recs["rank"]]
+        shift = xp.asarray(offsets)[recs["rank"]]
+        enter -= shift
+        leave -= shift
     waits = Records.zeros(recs.size, WAIT, xp)
     if recs.size == 0:
         return waits, Records.zeros(0, COLLECTIVE, xp)

@@ -19,6 +19,7 @@ import numpy as np
 
 from gpuan.arrays import sorted_unique
 from gpuan.engine import CPU
+from gpuan.replay.records import run_starts
 from gpuan.trace.table import Trace
 
 BREAKDOWN = np.dtype(
@@ -127,7 +128,7 @@ def breakdown(
     for starts, ends in given:
         cuts += [xp.clip(starts, lo, hi), xp.clip(ends, lo, hi)]
     edges = xp.sort(xp.concatenate(cuts))
-    edges = edges[xp.concatenate((xp.ones(1, bool), edges[1:] != edges[:-1]))]
+    edges = edges[run_starts(xp, edges)]
     segment = xp.diff(edges)
     label = xp.full(segment.size, len(CATEGORIES), np.int8)  # idle
     for category in range(len(CATEGORIES) - 1, -1, -1):  # the lowest category number wins

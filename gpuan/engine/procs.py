@@ -87,7 +87,7 @@ class Procs:
         xp = _namespace(send)
         out = xp.empty((int(got.sum()), *send.shape[1:]), send.dtype)
         row = send.dtype.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
-        path = exchange_path(hasattr(send, "__cuda_array_interface__"), self.device_path)
+        path = exchange_path(xp is not np, self.device_path)
         if path == "ucxx":
             _ucxx_alltoallv(self.comm, _bytes(send), counts * row, _bytes(out), got * row)
             return out

@@ -15,10 +15,10 @@ _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)
 _ROOTED = np.array([op in ONE_TO_N | N_TO_ONE for op in OPS], bool)
 
 
-def _per_group(xp, reduce: str, group, values, n_groups: int, empty: int = 0):
-    """Return `reduce` ("add" or "maximum") of int64 `values` per group 0..n_groups-1, `empty` where a
-    group has none: a sort and a segmented reduction, exact for integers."""
-    out = xp.full(n_groups, empty, np.int64)
+def _per_group(xp, reduce: str, group, values, n_groups: int):
+    """Return `reduce` ("add" or "maximum") of int64 `values` per group 0..n_groups-1, 0 where a group has
+    none: a sort and a segmented reduction, exact for integers."""
+    out = xp.zeros(n_groups, np.int64)
     if group.size:
         by = argsort(xp, group)
         starts = run_starts(xp, group[by])

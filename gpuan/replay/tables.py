@@ -11,7 +11,7 @@ import pandas as pd
 from gpuan.replay import aggregates
 from gpuan.replay.breakdown import CATEGORIES
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OPS
-from gpuan.replay.records import Records
+from gpuan.replay.records import Records, find_sorted
 
 
 def frames(
@@ -57,7 +57,7 @@ def _places(pg_names: dict[int, str], xp):
     place = np.empty(ids.size, np.int64)
     place[sorted(range(ids.size), key=lambda i: pg_names[int(ids[i])])] = np.arange(ids.size)
     ids, place = xp.asarray(ids), xp.asarray(place)
-    return lambda pg: place[xp.clip(xp.searchsorted(ids, pg), 0, max(ids.size - 1, 0))]
+    return lambda pg: place[find_sorted(xp, ids, pg)[0]]
 
 
 def _with_shares(breakdowns: pd.DataFrame) -> pd.DataFrame:

@@ -1,6 +1,8 @@
-"""Array helpers shared by analyses: distinct values of large integer columns."""
+"""Array helpers shared by analyses: distinct values of large integer columns, a stable sort on either engine."""
 
 from __future__ import annotations
+
+from types import ModuleType
 
 import numpy as np
 
@@ -10,3 +12,9 @@ def sorted_unique(keys: np.ndarray) -> np.ndarray:
     slower on millions of int64)."""
     k = np.sort(keys)
     return k[np.concatenate(([True], k[1:] != k[:-1]))] if k.size else k
+
+
+def stable_argsort(xp: ModuleType, a):
+    """Return the indices that sort `a`, equal values in their order, on numpy or CuPy (`xp`; CuPy's argsort
+    is always stable and takes no ``kind``)."""
+    return np.argsort(a, kind="stable") if xp is np else xp.argsort(a)

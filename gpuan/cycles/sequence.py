@@ -17,6 +17,7 @@ from types import ModuleType
 import numpy as np
 import pyarrow as pa
 
+from gpuan.arrays import stable_argsort
 from gpuan.engine import Engine, resolve
 from gpuan.engine.scatter import extreme_at
 from gpuan.options import CYCLES_OPS, CYCLES_SEQUENCES
@@ -208,12 +209,6 @@ def _sorted_codes(engine: Engine, keys: tuple) -> tuple:
     codes = xp.empty(order.shape[0], np.int64)
     codes[order] = xp.cumsum(change) - 1
     return codes, [tuple(row) for row in engine.to_host(ordered[:, change]).T.tolist()]
-
-
-def stable_argsort(xp: ModuleType, a):
-    """The indices that sort `a`, equal values in their order (CuPy's argsort is always stable and takes
-    no `kind`)."""
-    return np.argsort(a, kind="stable") if xp is np else xp.argsort(a)
 
 
 def running_max(xp: ModuleType, a):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuan.arrays import stable_argsort
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
+from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
 
 _RING = np.array([op in ("all_reduce", "all_gather", "reduce_scatter") for op in OPS], bool)
 _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)
@@ -20,7 +21,7 @@ def _per_group(xp, reduce: str, group, values, n_groups: int):
     none: a sort and a segmented reduction, exact for integers."""
     out = xp.zeros(n_groups, np.int64)
     if group.size:
-        by = argsort(xp, group)
+        by = stable_argsort(xp, group)
         starts = run_starts(xp, group[by])
         out[group[by][starts]] = reduceat(xp, reduce, values[by].astype(np.int64), starts)
     return out
@@ -31,7 +32,7 @@ def with_waits(calls: Records, waits: Records) -> tuple[Records, Records]:
     xp = calls.xp
     key = calls["rank"].astype(np.int64) * (1 << 40) + calls["row"]
     want = waits["rank"].astype(np.int64) * (1 << 40) + waits["row"]
-    order = argsort(xp, key)
+    order = stable_argsort(xp, key)
     at, hit = find_sorted(xp, key[order], want)
     return calls[order[at[hit]]], waits[hit]
 

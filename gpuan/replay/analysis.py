@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from gpuan.arrays import stable_argsort
 from gpuan.engine import Engine, resolve
 from gpuan.engine.procs import Procs, exchange_path
 from gpuan.errors import TraceError, UsageError
@@ -35,7 +36,7 @@ from gpuan.replay.collectives import clock_offsets, leave_deviations, match, own
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
 from gpuan.replay.deal import owners
 from gpuan.replay.p2p import late_states
-from gpuan.replay.records import Records, allgather, argsort, gather, send
+from gpuan.replay.records import Records, allgather, gather, send
 from gpuan.replay.tables import frames
 from gpuan.result import Result
 from gpuan.trace.inputs import RunSources
@@ -234,7 +235,7 @@ def _breakdowns(own: _OwnRanks, found: _Waits, engine: Engine) -> np.ndarray:
     for rank in sorted(own.calls):
         calls = own.calls[rank]
         waits = found.rank_waits[found.rank_waits["rank"] == rank]
-        by_row = argsort(xp, calls["row"])
+        by_row = stable_argsort(xp, calls["row"])
         wait_enter = calls["enter"][by_row][xp.searchsorted(calls["row"][by_row], waits["row"])]
         received = found.messages[found.messages["dst"] == rank]
         sent = found.send_waits[found.send_waits["rank"] == rank]

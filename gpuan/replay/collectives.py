@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuan.arrays import stable_argsort
 from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, argsort, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
+from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
 
 #: per record: what the owner of its collective found
 WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])
@@ -154,7 +155,7 @@ def _enter_of(xp, rank, who, group, enter):
     """Return, per record, the Enter of rank `who[i]`'s record in the same group (int64 min if absent)."""
     key = group.astype(np.int64) * (1 << 32) + rank
     want = group.astype(np.int64) * (1 << 32) + who
-    order = argsort(xp, key)
+    order = stable_argsort(xp, key)
     at, hit = find_sorted(xp, key[order], want)
     return xp.where(hit, enter[order][at], np.iinfo(np.int64).min)
 

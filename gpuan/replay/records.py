@@ -13,6 +13,7 @@ from types import ModuleType
 
 import numpy as np
 
+from gpuan.arrays import stable_argsort
 from gpuan.engine.procs import Procs
 from gpuan.engine.scatter import extreme_at
 
@@ -81,7 +82,7 @@ class Records:
 
     def sort_by(self, field: str) -> Records:
         """Return the rows ordered by `field` (stable)."""
-        return self[argsort(self.xp, self[field])]
+        return self[stable_argsort(self.xp, self[field])]
 
     def rows(self):
         """Return the rows as a 2-D uint8 array of ``dtype.itemsize`` bytes each, on the same device, laid out
@@ -111,11 +112,6 @@ def to_host(a) -> np.ndarray:
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
-def argsort(xp: ModuleType, keys):
-    """Return the stable order that sorts `keys` (CuPy's sort is always stable and takes no ``kind``)."""
-    return np.argsort(keys, kind="stable") if xp is np else xp.argsort(keys)
-
-
 def lexsort(xp: ModuleType, keys: tuple) -> object:
     """Return the stable order that sorts by the last of `keys`, then the one before... (numpy's lexsort).
     On CuPy, one stable sort per key from the least significant: its lexsort wants one stacked array, which
@@ -128,7 +124,7 @@ def lexsort_by_argsorts(xp: ModuleType, keys: tuple):
     runs; numpy can too, which is how it is tested)."""
     order = xp.arange(keys[0].shape[0])
     for key in keys:
-        order = order[argsort(xp, key[order])]
+        order = order[stable_argsort(xp, key[order])]
     return order
 
 

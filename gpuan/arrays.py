@@ -1,4 +1,5 @@
-"""Array helpers shared by analyses: distinct values of large integer columns, a stable sort on either engine."""
+"""Array helpers shared by analyses: distinct values of large integer columns, a stable sort on either
+engine, and an array of either engine on the host."""
 
 from __future__ import annotations
 
@@ -18,3 +19,9 @@ def stable_argsort(xp: ModuleType, a):
     """Return the indices that sort `a`, equal values in their order, on numpy or CuPy (`xp`; CuPy's argsort
     is always stable and takes no ``kind``)."""
     return np.argsort(a, kind="stable") if xp is np else xp.argsort(a)
+
+
+def to_host(a) -> np.ndarray:
+    """Return an array of either engine as a numpy array (a CuPy one copied from the device, a numpy one as
+    it is)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuan.arrays import to_host
 from gpuan.errors import TraceError, UsageError
 
 # what MPI launchers put in the environment of the processes they start
@@ -55,7 +56,7 @@ class Procs:
             send = records[xp.concatenate([xp.flatnonzero(dest == p) for p in range(self.size)])]
         if self.comm is None:
             return send
-        counts = _host(xp.bincount(dest, minlength=self.size)).astype(np.int64)
+        counts = to_host(xp.bincount(dest, minlength=self.size)).astype(np.int64)
         return self._exchange(send, counts)
 
     def gatherv(self, records):
@@ -211,10 +212,6 @@ def _namespace(a):
 
         return cupy
     return np
-
-
-def _host(a) -> np.ndarray:
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def _bytes(a):

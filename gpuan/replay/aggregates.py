@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuan.arrays import stable_argsort
+from gpuan.arrays import stable_argsort, to_host
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
+from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts
 
 _RING = np.array([op in ("all_reduce", "all_gather", "reduce_scatter") for op in OPS], bool)
 _FROM_ROOT = np.array([op in ONE_TO_N for op in OPS], bool)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuan.arrays import stable_argsort
+from gpuan.arrays import stable_argsort, to_host
 from gpuan.replay.comms import CALL, N_TO_ONE, ONE_TO_N, OP, OPS
-from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts, to_host
+from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts
 
 #: per record: what the owner of its collective found
 WAIT = np.dtype([("rank", np.int32), ("row", np.int64), ("wait", np.int64), ("delay", np.int64), ("culprit", np.bool_)])

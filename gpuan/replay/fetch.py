@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuan.arrays import to_host
 from gpuan.engine.procs import Procs
-from gpuan.replay.records import Records, find_sorted, lexsort, run_starts, send, to_host
+from gpuan.replay.records import Records, find_sorted, lexsort, run_starts, send
 
 _REQUEST = np.dtype([("rank", np.int32), ("origin", np.int32), ("key", np.int64)])
 

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import numpy as np
 
-from gpuan.arrays import stable_argsort
+from gpuan.arrays import stable_argsort, to_host
 from gpuan.engine.procs import Procs
 from gpuan.engine.scatter import extreme_at
 
@@ -105,11 +105,6 @@ class Records:
             raw = xp.ascontiguousarray(rows[:, at : at + field.itemsize])
             columns[name] = raw.view(field).reshape(n)
         return cls(dtype, columns, xp)
-
-
-def to_host(a) -> np.ndarray:
-    """Return an array of either engine as a numpy array (a CuPy one copied from the device)."""
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def lexsort(xp: ModuleType, keys: tuple) -> object:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuan.arrays import to_host
 from gpuan.trace.kineto import reader as cpu
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.gpu import fields_cuda, strings_cuda, structure_cuda, upload
@@ -44,22 +45,17 @@ def scan_file_gpu(path: str, xp, **launch) -> cpu.RawTrace | None:
     o32[:, columns] = xp.where(codes != sc.NULL32, slot_ids[rows + xp.maximum(codes, 0)], sc.NULL32)
     out = cpu.Collected(1, int(starts.size) + 1024)
     gmap = out.strings.add(_string_bytes(xp, buf, first, lengths))
-    cpu.collect(_host(fields["o64"]), _host(o32), int(starts.size), gmap, out)
-    text = _host(buf[: pos - 1]).tobytes() if kind == 1 else None
-    metadata = cpu.parse_metadata(path, text, _host(buf[end + 1 : n]).tobytes()) if text is not None else {}
+    cpu.collect(to_host(fields["o64"]), to_host(o32), int(starts.size), gmap, out)
+    text = to_host(buf[: pos - 1]).tobytes() if kind == 1 else None
+    metadata = cpu.parse_metadata(path, text, to_host(buf[end + 1 : n]).tobytes()) if text is not None else {}
     return cpu._assemble(out, metadata)
-
-
-def _host(a) -> np.ndarray:
-    """Return a device array as a numpy array (numpy arrays as they are)."""
-    return a if isinstance(a, np.ndarray) else a.get()
 
 
 def _head(buf, n: int) -> np.ndarray:
     """Return the file's first bytes on the host, enough to hold what precedes the events array."""
     size = HEAD_BYTES
     while True:
-        head = _host(buf[: min(size, n) + upload.PAD]).copy()
+        head = to_host(buf[: min(size, n) + upload.PAD]).copy()
         head[min(size, n) :] = 0x20
         kind, _ = sc.find_events_array(head, min(size, n))
         if kind != 0 or size >= n:
@@ -70,7 +66,7 @@ def _head(buf, n: int) -> np.ndarray:
 def _opens_well(buf, pos: int, first: int) -> bool:
     """Whether the bytes from the array's start `pos` to its first event (or its end) at `first` are what the
     CPU scanner accepts there: blanks and at most one comma."""
-    gap = _host(buf[pos : first + 1])
+    gap = to_host(buf[pos : first + 1])
     p = sc.skip_ws(gap, 0, gap.size - 1)
     if gap[p] == sc.COMMA:
         p = sc.skip_ws(gap, p + 1, gap.size - 1)
@@ -86,6 +82,6 @@ def _string_bytes(xp, buf, first, lengths) -> list[bytes]:
     k = xp.arange(int(ends[-1]))
     s = xp.searchsorted(ends, k, side="right")  # the string that packed byte k belongs to
     where = first[s] + k - (ends - lengths)[s]
-    data = _host(buf[where]).tobytes()
-    cuts = _host(ends).tolist()
+    data = to_host(buf[where]).tobytes()
+    cuts = to_host(ends).tolist()
     return [data[a:b] for a, b in zip([0, *cuts[:-1]], cuts)]

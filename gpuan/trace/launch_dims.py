@@ -26,13 +26,21 @@ WORK_ITEM_LAUNCHES = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
 DIMS = ("x", "y", "z")
 
 
-def work_item_kernels(table: pa.Table) -> np.ndarray:
+def work_item_kernels(table: pa.Table, launches: np.ndarray | None = None) -> np.ndarray:
     """Return the rows of `table` that are kernels launched by a call in :data:`WORK_ITEM_LAUNCHES` (matched
-    by rank and correlation id), in row order."""
+    by rank and correlation id), in row order. `launches`, for a part of one file's table, holds the
+    correlation ids of every such call in the whole file (the call may lie in another part)."""
     names = table["name"].combine_chunks()
+    if launches is not None:
+        if launches.size == 0:
+            return np.empty(0, np.int64)
+        kind = table["kind"].combine_chunks().dictionary_decode()
+        kernel_rows = np.flatnonzero(pc.equal(kind, "kernel").fill_null(False).to_numpy(zero_copy_only=False))
+        corr = ints(table, "correlation")[kernel_rows]
+        return kernel_rows[(corr != -1) & np.isin(corr, launches)]
     if pa.types.is_dictionary(names.type):
-        launches = pc.is_in(names.dictionary, pa.array(WORK_ITEM_LAUNCHES))
-        if not pc.any(launches).as_py():  # every CUDA trace, and ROCm traces without module launches
+        launches_named = pc.is_in(names.dictionary, pa.array(WORK_ITEM_LAUNCHES))
+        if not pc.any(launches_named).as_py():  # every CUDA trace, and ROCm traces without module launches
             return np.empty(0, np.int64)
     kind = table["kind"].combine_chunks().dictionary_decode()
     is_launch = pc.and_(pc.equal(kind, "runtime"), pc.is_in(pc.cast(names, pa.string()), pa.array(WORK_ITEM_LAUNCHES)))
@@ -46,11 +54,11 @@ def work_item_kernels(table: pa.Table) -> np.ndarray:
     return kernel_rows[found >= 0]
 
 
-def grids_in_workgroups(table: pa.Table) -> pa.Table:
-    """Return `table` with the grid of every kernel launched in work-items (see :func:`work_item_kernels`)
-    given in workgroups: ceil(grid / block) in each dimension that has both. Other rows are unchanged; a
-    table without such kernels is returned as it is."""
-    rows = work_item_kernels(table)
+def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> pa.Table:
+    """Return `table` with the grid of every kernel launched in work-items (see :func:`work_item_kernels`,
+    which takes `launches`) given in workgroups: ceil(grid / block) in each dimension that has both. Other
+    rows are unchanged; a table without such kernels is returned as it is."""
+    rows = work_item_kernels(table, launches)
     if rows.size == 0:
         return table
     n = table.num_rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -76,19 +76,44 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
 
     With `source`, the file records the source's size and mtime so that :func:`is_fresh` can tell
     whether it still stands for it."""
+    return write_pieces(_kind_slices(trace.events), trace.metadata, flows_file([trace.flows]), path, source=source)
+
+
+def flows_file(tables: Iterable[pa.Table]) -> bytes:
+    """Return the flow tables, one after another, as the small Parquet file that rides in the cache's
+    metadata."""
+    sink = pa.BufferOutputStream()
+    flow_delta = ["id", "ts", "pid", "tid"]
+    with pq.ParquetWriter(sink, FLOW_SCHEMA, compression="lz4", use_dictionary=["cat", "phase"],
+                          column_encoding={c: "DELTA_BINARY_PACKED" for c in flow_delta}) as writer:  # fmt: skip
+        for t in tables:
+            writer.write_table(t)
+    return sink.getvalue().to_pybytes()
+
+
+def write_pieces(
+    pieces: Iterable[pa.Table],
+    metadata: dict,
+    flows: bytes,
+    path: str | os.PathLike,
+    *,
+    source: str | os.PathLike | None = None,
+) -> Path:
+    """Write the event table given as `pieces` (in the table's order, each of one kind; a piece becomes
+    row groups of :data:`ROW_GROUP_ROWS` rows) to a Parquet file, with the trace's metadata and its flows
+    (:func:`flows_file`), atomically; returns its path. Only one piece is held at a time, so a table larger
+    than memory is written from pieces made one after another (:mod:`gpuan.trace.kineto.parts`)."""
     path = Path(path)
-    meta = dict(trace.metadata)
+    meta = dict(metadata)
     meta["gpuan_parquet_version"] = FORMAT_VERSION
     if source is not None:
         st = os.stat(source)
         meta["cached_from"] = {"path": str(Path(source).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    sink = pa.BufferOutputStream()
-    flow_delta = ["id", "ts", "pid", "tid"]
-    pq.write_table(trace.flows, sink, compression="lz4", use_dictionary=["cat", "phase"],
-                   column_encoding={c: "DELTA_BINARY_PACKED" for c in flow_delta})  # fmt: skip
-    table = trace.events.replace_schema_metadata(
-        {META_KEY: json.dumps(meta, default=str).encode(), FLOWS_KEY: sink.getvalue().to_pybytes()}
-    )
+    pieces = iter(pieces)
+    first = next(pieces, None)
+    if first is None:
+        first = SCHEMA.empty_table()
+    schema = first.schema.with_metadata({META_KEY: json.dumps(meta, default=str).encode(), FLOWS_KEY: flows})
     try:
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     except OSError as e:
@@ -100,15 +125,17 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
     try:
         with pq.ParquetWriter(
             tmp,
-            table.schema,
+            schema,
             compression="lz4",
-            use_dictionary=[f.name for f in table.schema if pa.types.is_dictionary(f.type)],
+            use_dictionary=[f.name for f in schema if pa.types.is_dictionary(f.type)],
             column_encoding={name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS},
         ) as writer:
-            nulls = []
-            for piece in _kind_slices(table):
-                writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
-                nulls += _null_columns(piece)
+            writer.write_table(first, row_group_size=ROW_GROUP_ROWS)
+            nulls = _null_columns(first)
+            for piece in pieces:
+                if piece.num_rows:
+                    writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
+                    nulls += _null_columns(piece)
             writer.add_key_value_metadata({NULLS_KEY: json.dumps(nulls).encode()})
         os.replace(tmp, path)
     except IsADirectoryError:

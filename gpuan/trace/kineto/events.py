@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -73,29 +73,53 @@ class _SparseFields:
         return col
 
 
-def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
-    """Return the Trace for the scanned rows of one Kineto file.
+@dataclass
+class WholeFile:
+    """What the table of a part of a file depends on in the whole file, for a file read in parts
+    (:func:`gpuan.trace.kineto.parts.whole_file` gathers it in a first pass over the file): with it,
+    :func:`build_trace` gives each part exactly the rows, values and metadata the whole file's table has."""
+
+    metadata: dict  # the file's top-level keys
+    base: int  # the earliest timestamp (file ns), the trace's time zero
+    rocm: bool
+    memory_gpus: list[int]
+    agents: np.ndarray  # the distinct device values of GPU events (on ROCm: agent ids)
+    begins: np.ndarray  # file rows of the B events closed by an E event, ascending
+    durations: np.ndarray  # their durations
+    work_item_launches: np.ndarray  # correlation ids of the launch calls that give grids in work-items
+    ids_named: dict[int, str] = field(default_factory=dict)  # synthetic pid/tid ids, filled part by part
+
+
+def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: WholeFile | None = None) -> Trace:
+    """Return the Trace for the scanned rows of one Kineto file, or of a part of one (`whole`: what the
+    part's rows depend on in the rest of the file).
 
     Rows come out grouped by kind and in time order within each kind (file order breaks ties), so the
     same events give the same table whatever their order in the file, a kind is a contiguous slice, and
     a column that only one kind fills stays untouched memory elsewhere."""
     strings = raw.strings
-    meta = _trace_metadata(raw.metadata, source)
-    ids_named: dict[int, str] = {}
-    events = _settle_events(raw, source, ids_named)
+    file_meta = whole.metadata if whole is not None else raw.metadata
+    meta = _trace_metadata(file_meta, source)
+    ids_named: dict[int, str] = whole.ids_named if whole is not None else {}
+    events = _settle_events(raw, source, ids_named, whole)
     order = kind_time_order(events.kind, events.ts, events.keep)
     fields = _SparseFields(raw.sparse, order, raw.length)
-    rocm = _is_rocm(raw.metadata, events.kind, raw.columns["name"], strings)
-    memory_gpus = _memory_gpus(mem_ids := raw.sparse.pop("mem_device"), mem_types := raw.sparse.pop("mem_device_type"))
+    mem_ids, mem_types = raw.sparse.pop("mem_device"), raw.sparse.pop("mem_device_type")
+    if whole is None:
+        rocm = _is_rocm(file_meta, events.kind, raw.columns["name"], strings)
+        memory_gpus = _memory_gpus(mem_ids, mem_types)
+    else:
+        rocm, memory_gpus = whole.rocm, whole.memory_gpus
     for a in (*mem_ids, *mem_types):
         release(a)
     events.permute(order)
-    shape = _distributed_shape(raw.metadata)
-    device, stream = _device_and_stream(fields, events, (meta, memory_gpus, shape) if rocm else None)
+    shape = _distributed_shape(file_meta)
+    agents = whole.agents if whole is not None else None
+    device, stream = _device_and_stream(fields, events, (meta, memory_gpus, shape, agents) if rocm else None)
 
-    base = _base_time(events.ts, raw.flows.get("ts"))
+    base = whole.base if whole is not None else _base_time(events.ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
-    rank = rank if rank is not None else distributed_rank(raw.metadata)
+    rank = rank if rank is not None else distributed_rank(file_meta)
     meta["rank"] = rank
 
     name = _permute(raw.columns.pop("name"), order)
@@ -108,7 +132,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
         n = fields.n
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
     cols.update(_argument_columns(fields, strings))
-    table = grids_in_workgroups(build_table(cols, fields.n))
+    table = grids_in_workgroups(build_table(cols, fields.n), whole.work_item_launches if whole is not None else None)
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
     flows = _flow_table(raw.flows, strings, ids_named, base, rank)
@@ -116,16 +140,17 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None) -> Trace:
     return Trace(table, flows, meta)
 
 
-def _settle_events(raw: RawTrace, source: str, ids_named: dict[int, str]) -> _Events:
+def _settle_events(raw: RawTrace, source: str, ids_named: dict[int, str], whole: WholeFile | None = None) -> _Events:
     """Return the events' columns in file order, settling the format's quirks (string pids/tids, recorded
-    in `ids_named`; B/E pairs; instants; category spellings; step ranges); raises TraceError for events
-    no timeline can hold."""
+    in `ids_named`; B/E pairs, from `whole` for a part of a file; instants; category spellings; step
+    ranges); raises TraceError for events no timeline can hold."""
     c, sp, strings = raw.columns, raw.sparse, raw.strings
     pid = _resolve_ids(c.pop("pid"), sp.pop("pid_str"), strings, ids_named)
     tid = _resolve_ids(c.pop("tid"), sp.pop("tid_str"), strings, ids_named)
     ph, raw_cat = c.pop("ph"), c.pop("cat")
-    _check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source)
-    ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid)
+    check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source, raw.first_row, whole is None)
+    paired = None if whole is None else (whole.begins, whole.durations, raw.first_row)
+    ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid, paired)
     cat, cat_strings, kind = _categories(raw_cat, strings)
     _steps_as_ranges(kind, c["name"], strings)
     release(ph)
@@ -134,16 +159,19 @@ def _settle_events(raw: RawTrace, source: str, ids_named: dict[int, str]) -> _Ev
 
 
 def _device_and_stream(
-    fields: _SparseFields, events: _Events, rocm: tuple[dict, list[int], tuple[int, int] | None] | None
+    fields: _SparseFields,
+    events: _Events,
+    rocm: tuple[dict, list[int], tuple[int, int] | None, np.ndarray | None] | None,
 ) -> tuple[pa.Array, pa.Array]:
     """Return the device and stream columns: the args' values, else for GPU events the pid and tid, where
-    Kineto writes them. On ROCm (`rocm`: the metadata, the GPUs of [memory] events and the distributed
-    shape) devices are agent ids, turned into device indexes."""
+    Kineto writes them. On ROCm (`rocm`: the metadata, the GPUs of [memory] events, the distributed
+    shape and, for a part of a file, the whole file's agents) devices are agent ids, turned into device
+    indexes."""
     n = fields.n
     gpu_rows = np.flatnonzero(np.isin(events.kind, [KIND_CODE[k] for k in GPU_KINDS]))
 
     def devices(r: np.ndarray, v: np.ndarray) -> pa.Array:
-        idx, vals = _fill_sparse(r, v, gpu_rows, events.pid[gpu_rows], _is_device)
+        idx, vals = device_values(r, v, gpu_rows, events.pid)
         if rocm is not None:
             vals = _agents_as_devices(vals, *rocm)
         return sparse_column(n, idx, vals, pa.int16())
@@ -270,14 +298,26 @@ def _memory_gpus(ids: tuple[np.ndarray, np.ndarray], types: tuple[np.ndarray, np
     return np.unique(ids[1][gpu]).tolist()
 
 
+def device_values(r: np.ndarray, v: np.ndarray, gpu_rows: np.ndarray, pid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (rows, values) of the device column before ROCm's agent ids are mapped: the args' values
+    (`r`, `v`), and for GPU events (`gpu_rows`) without one, the pid where it can be a device."""
+    return _fill_sparse(r, v, gpu_rows, pid[gpu_rows], _is_device)
+
+
 def _agents_as_devices(
-    agents: np.ndarray, meta: dict, memory_gpus: list[int], rank: tuple[int, int] | None
+    agents: np.ndarray,
+    meta: dict,
+    memory_gpus: list[int],
+    rank: tuple[int, int] | None,
+    every_agent: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return the device indexes of a ROCm trace's GPU events from their agent ids (see
-    :mod:`gpuan.trace.kineto.agents`), noting the map and its evidence in `meta`."""
+    :mod:`gpuan.trace.kineto.agents`), noting the map and its evidence in `meta`. The map is made from
+    `every_agent` (the whole file's, for a part of it), else from `agents`."""
     uniq, inverse = np.unique(agents, return_inverse=True)
+    known = uniq if every_agent is None else every_agent
     ids = [p["id"] for p in meta["device_properties"] if isinstance(p.get("id"), int)]
-    mapping, basis = agent_devices(uniq.tolist(), ids, memory_gpus, rank)
+    mapping, basis = agent_devices(known.tolist(), ids, memory_gpus, rank)
     if not mapping:
         return agents
     meta["device_agents"] = {"agents": {str(d): a for a, d in sorted(mapping.items())}, "basis": basis}
@@ -344,35 +384,58 @@ def _id_of_string(text: str, named: dict[int, str]) -> int:
     return ident
 
 
-def _check_complete_events(ts: np.ndarray, dur: np.ndarray, ph: np.ndarray, source: str) -> None:
+def check_complete_events(
+    ts: np.ndarray, dur: np.ndarray, ph: np.ndarray, source: str, first_row: int = 0, whole_file: bool = True
+) -> None:
     """Raise :class:`TraceError` if complete ("X") events have negative durations, or none of them has a
     timestamp: such a trace cannot be placed on a timeline. (A few events without ts or dur are kept,
-    with nulls, as other Chrome-trace readers keep them.)"""
+    with nulls, as other Chrome-trace readers keep them.) For a part of a file (`whole_file` False, its
+    rows from `first_row` on), only the durations are checked."""
     complete = ph == ord("X")
     negative = complete & (dur != N64) & (dur < 0)
     n = int(np.count_nonzero(negative))
     if n:
-        first = int(np.flatnonzero(negative)[0])
+        first = first_row + int(np.flatnonzero(negative)[0])
         raise TraceError(
             source, f"{n:,} complete events have a negative duration (dur); the first is traceEvents[{first}]"
         )
-    if complete.any() and (ts[complete] == N64).all():
+    if whole_file and complete.any() and (ts[complete] == N64).all():
         raise TraceError(source, "no complete event has a timestamp (ts)")
 
 
-def _complete_durations(ts, dur, ph, pid, tid):
+def _complete_durations(ts, dur, ph, pid, tid, paired=None):
     """Return (ts, dur, keep): instants get duration 0; B/E pairs become one event with a duration
-    (the E rows are dropped: keep is a mask, or None when nothing is dropped)."""
+    (the E rows are dropped: keep is a mask, or None when nothing is dropped). `paired`, for a part of a
+    file, is (file rows of the paired B events, their durations, the part's first file row)."""
     instant = (ph == ord("i")) | (ph == ord("I"))
     dur[instant & (dur == N64)] = 0
     begins = np.flatnonzero(ph == ord("B"))
     ends = np.flatnonzero(ph == ord("E"))
     if begins.size == 0 and ends.size == 0:
         return ts, dur, None
+    if paired is None:
+        rows, durations = pair_begin_end(begins, ends, ts, pid, tid)
+    else:  # pairs found over the whole file, some of them across parts
+        file_rows, file_durations, first = paired
+        at = slice(*np.searchsorted(file_rows, [first, first + ts.size]))
+        rows, durations = file_rows[at] - first, file_durations[at]
+    dur[rows] = durations
+    keep = np.ones(ts.size, bool)
+    keep[ends] = False
+    return ts, dur, keep
+
+
+def pair_begin_end(
+    begins: np.ndarray, ends: np.ndarray, ts: np.ndarray, pid: np.ndarray, tid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return (rows of the B events that an E event closes, ascending; their durations): on each pid and
+    tid, in time order (file order breaking ties), an E closes the latest open B. `begins` and `ends` are
+    rows (file order) into the columns ts, pid and tid."""
     rows = np.concatenate([begins, ends])
     is_end = np.concatenate([np.zeros(begins.size, bool), np.ones(ends.size, bool)])
     order = np.lexsort((rows, ts[rows], tid[rows], pid[rows]))
     stacks: dict[tuple[int, int], list[int]] = {}
+    closed: dict[int, int] = {}
     for j in order:
         r = int(rows[j])
         key = (int(pid[r]), int(tid[r]))
@@ -380,10 +443,9 @@ def _complete_durations(ts, dur, ph, pid, tid):
             stacks.setdefault(key, []).append(r)
         elif stacks.get(key):
             b = stacks[key].pop()
-            dur[b] = ts[r] - ts[b]
-    keep = np.ones(ts.size, bool)
-    keep[ends] = False
-    return ts, dur, keep
+            closed[b] = int(ts[r] - ts[b])
+    b_rows = np.array(sorted(closed), np.int64)
+    return b_rows, np.array([closed[b] for b in b_rows.tolist()], np.int64)
 
 
 def _base_time(ts: np.ndarray, flow_ts: np.ndarray | None) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -128,6 +128,8 @@ class RawTrace:
     flows: dict[str, np.ndarray]
     process_meta: list[tuple]  # (pid, tid, pid_str, tid_str, name, arg name, arg labels, sort index)
     metadata: dict
+    first_row: int = 0  # the file's event rows before these (a part of a file read in parts)
+    last: bool = True  # whether these are the file's last rows (a part of a file read in parts)
 
 
 class GlobalStrings:
@@ -137,6 +139,7 @@ class GlobalStrings:
     def __init__(self, threads: int) -> None:
         self.index: dict[bytes, int] = {}
         self.maps = [np.full(1, -1, np.int32) for _ in range(threads)]  # last slot: null -> -1
+        self._decoded: list[str] = []
 
     def update(self, t: int, tables: StringTables) -> np.ndarray:
         """Return thread t's local → global id map (its last entry maps null to -1)."""
@@ -151,8 +154,12 @@ class GlobalStrings:
         return np.array([self.index.setdefault(s, len(self.index)) for s in strings] + [-1], np.int32)
 
     def decoded(self) -> list[str]:
-        """Return the global strings, JSON escapes resolved."""
-        return [_decode(s) for s in self.index]
+        """Return the global strings, JSON escapes resolved (each string decoded once, however often asked:
+        a file read in parts asks after every part)."""
+        if len(self._decoded) < len(self.index):
+            fresh = list(self.index)[len(self._decoded) :]
+            self._decoded = self._decoded + [_decode(s) for s in fresh]
+        return self._decoded
 
 
 class Collected:
@@ -178,6 +185,13 @@ class Collected:
         self.f_count = np.zeros(1, np.int64)
         self.meta: list[tuple] = []
         self.strings = GlobalStrings(threads)
+
+    def clear(self) -> None:
+        """Forget the rows taken so far (a part of the file handed on), keeping the buffers and the strings."""
+        self.rows = 0
+        self.s_count[:] = 0
+        self.f_count[:] = 0
+        self.meta = []
 
     def reserve(self, n: int) -> None:
         """Make room for n more rows in every array (rarely needed: the first estimate is an upper bound)."""
@@ -261,16 +275,38 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
 
     Raises TraceError (naming the file and the problem) for anything that is not a readable trace.
     """
+    (whole,) = scan_parts(path, threads=threads, progress=progress)
+    return whole
+
+
+def scan_parts(
+    path: str,
+    *,
+    part_rows: int | None = None,
+    threads: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[RawTrace]:
+    """Yield the rows of a Kineto/Chrome-trace JSON file as RawTraces of about `part_rows` rows each
+    (events and flows; one part for the whole file when None), in file order.
+
+    Each part is valid only until the next is asked for: its columns are views of buffers that the next
+    part reuses, so memory stays at one part's worth whatever the file's size. Every part holds the strings
+    met so far (ids are global: a part's ids index its own ``strings``), its own metadata events and its
+    first event's row number in the file; only the last part carries the file's metadata (what follows
+    the events is read last). Raises TraceError as :func:`scan_file` does."""
     threads = threads or thread_count()
     chunk_cap = BLOCK_BYTES // threads // BYTES_PER_ROW + 64
     tables = StringTables(threads)
     scratch = _Scratch(threads, chunk_cap)
 
     with open_bytes(path) as src, ThreadPoolExecutor(threads, thread_name_prefix="gpuan-scan") as workers:
-        out = Collected(threads, src.expected_size() // MIN_EVENT_BYTES + 1024)
+        expected = src.expected_size() // MIN_EVENT_BYTES + 1024
+        out = Collected(threads, expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
         head = read_head(src, path, BLOCK_BYTES)
         buf, have, eof, pos, text = head.buf, head.have, head.eof, head.pos, head.text
         del head
+        first_row = 0  # the file's event rows before this part
+        drained = 0  # events, flows and metadata events drained into earlier parts
 
         while True:
             n = have
@@ -285,7 +321,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
                 progress(src.consumed(), src.total)
             if status == sc.ARRAY_END:
                 break
-            index = out.rows + int(out.f_count[0]) + len(out.meta)  # events before pos: all drained
+            index = drained + out.rows + int(out.f_count[0]) + len(out.meta)  # events before pos: all drained
             if status == sc.BAD:
                 problem = not_an_event(buf, pos, have, index, bare=text is None)
                 raise TraceError(path, problem or f"malformed JSON near byte {src.offset_of(pos)}")
@@ -294,6 +330,11 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
             # NEED_MORE: keep the unfinished event and read on
             if eof:
                 raise TraceError(path, "trace ends in the middle of the events (truncated file)")
+            if part_rows is not None and out.rows + int(out.f_count[0]) >= part_rows:
+                yield _assemble(out, {}, first_row, last=False)
+                first_row += out.rows
+                drained = index
+                out.clear()
             keep = n - pos
             if keep * 2 > buf.size - SLACK:
                 buf = grow_buffer(buf)
@@ -305,7 +346,7 @@ def scan_file(path: str, *, threads: int | None = None, progress: Callable[[int,
 
     del scratch, buf  # the scratch is as large as a block's rows: free it before assembling
     metadata = parse_metadata(path, text, tail) if text is not None else {}
-    return _assemble(out, metadata)
+    yield _assemble(out, metadata, first_row)
 
 
 @dataclass
@@ -494,7 +535,7 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _assemble(out: Collected, metadata: dict) -> RawTrace:
+def _assemble(out: Collected, metadata: dict, first_row: int = 0, last: bool = True) -> RawTrace:
     """Return the collected rows as a RawTrace (views of the collected arrays, not copies)."""
     n = out.rows
     columns = {name: out.d64[i, :n] for i, name in enumerate(DENSE64)}
@@ -512,4 +553,4 @@ def _assemble(out: Collected, metadata: dict) -> RawTrace:
     if nf:
         flows = {name: out.f64[i, :nf] for i, name in enumerate(("id", "ts", "pid", "tid"))}
         flows.update({name: out.f32[i, :nf] for i, name in enumerate(("cat", "phase", "pid_str", "tid_str"))})
-    return RawTrace(n, columns, sparse, out.strings.decoded(), flows, out.meta, metadata)
+    return RawTrace(n, columns, sparse, out.strings.decoded(), flows, out.meta, metadata, first_row, last)

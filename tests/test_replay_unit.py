@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuan.engine.deal import deal
 from gpuan.replay import analyse
 from gpuan.replay.breakdown import breakdown
 from gpuan.replay.collectives import match
 from gpuan.replay.comms import CALL, OP, op_name
-from gpuan.replay.deal import deal
 from gpuan.synth.ranks import plan, write_run
 from gpuan.trace.ranks import load_run
 

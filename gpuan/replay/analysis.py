@@ -28,13 +28,13 @@ import pyarrow as pa
 
 from gpuan.arrays import stable_argsort
 from gpuan.engine import Engine, resolve
+from gpuan.engine.deal import owners, read_own
 from gpuan.engine.procs import Procs, exchange_path
 from gpuan.errors import TraceError, UsageError
 from gpuan.options import REPLAY_REPORTS
 from gpuan.replay.breakdown import BREAKDOWN, RankTime, breakdown, rank_time
 from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of
 from gpuan.replay.comms import CALL, COLLECTIVE, comm_calls
-from gpuan.replay.deal import owners
 from gpuan.replay.p2p import late_states
 from gpuan.replay.records import Records, allgather, gather, send
 from gpuan.replay.tables import frames
@@ -106,7 +106,7 @@ def analyse(
     start = time.perf_counter()
     with _timed(clock, "read"):
         owner = owners(sources, procs.size, deal)
-        traces = _read_own(sources, owner, procs)
+        traces = read_own(sources, owner, procs)
     with _timed(clock, "extract"):
         own = _extract(traces, len(sources), procs, engine)
     del traces  # the events are no longer needed: only the records extracted from them
@@ -156,24 +156,6 @@ def _timed(clock: dict[str, float], phase: str) -> Iterator[None]:
         yield
     finally:
         clock[phase] = clock.get(phase, 0.0) + time.perf_counter() - started
-
-
-def _read_own(sources: RunSources, owner: np.ndarray, procs: Procs) -> dict[int, Trace]:
-    """Return the traces of the ranks dealt to this process, by rank. Raises the same TraceError on every
-    process when any process cannot read one of its ranks."""
-    traces: dict[int, Trace] = {}
-    error, at = None, -1
-    try:
-        for source in sources:
-            if owner[source.rank] == procs.rank:
-                at = source.rank
-                traces[source.rank] = source.load()
-    except TraceError as e:
-        error = e
-    # each process stops at its lowest bad rank: the lowest of those is what one process would meet
-    # first, so the error does not depend on the number of processes
-    procs.raise_together(error, at)
-    return traces
 
 
 def _exchange_path(procs: Procs, engine: Engine) -> str:

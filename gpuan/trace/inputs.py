@@ -33,8 +33,9 @@ class RankSource:
     size: int
     otf2: bool = False
 
-    def load(self) -> Trace:
-        """Return this rank's trace (its ``rank`` column set); raises TraceError naming a bad file."""
+    def load(self, *, use_cache: bool = True, device: str | None = None) -> Trace:
+        """Return this rank's trace (its ``rank`` column set), read as :func:`gpuan.trace.load.load` reads
+        a file (`use_cache`, `device`; an OTF2 rank ignores both); raises TraceError naming a bad file."""
         # the readers load on first use: listing a run, and the analyses that only type their inputs
         # with this module, need none of them
         if self.otf2:
@@ -43,7 +44,7 @@ class RankSource:
             return read_otf2(self.path, ranks=[self.rank])
         from gpuan.trace.load import load
 
-        return load(self.path, rank=self.rank)
+        return load(self.path, rank=self.rank, use_cache=use_cache, device=device)
 
 
 @dataclass(frozen=True)

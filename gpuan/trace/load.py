@@ -141,27 +141,44 @@ def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | Non
 def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:
     """Return one trace of several ranks: times shifted to the earliest rank's base, ranks set.
     Ranks without events have no time base and do not take part in choosing it."""
-    timed = [t.metadata.get("base_time_ns", 0) for t in traces if len(t) or t.flows.num_rows]
-    base = min(timed) if timed else 0
-    events, flows, per_rank = [], [], {}
-    for t, r in zip(traces, ranks):
-        shift = t.metadata.get("base_time_ns", 0) - base
-        t = with_rank(t, r)
-        events.append(_shift(t.events, shift))
-        flows.append(_shift(t.flows, shift))
-        per_rank[str(r)] = {k: v for k, v in t.metadata.items()}
-    meta = {
+    base = min((b for b in map(time_base, traces) if b is not None), default=0)
+    shifted = [on_clock(t, r, base) for t, r in zip(traces, ranks)]
+    meta = merged_metadata([t.metadata for t in shifted], ranks, base, source)
+    return Trace(concat_ranks([t.events for t in shifted]), concat_ranks([t.flows for t in shifted]), meta)
+
+
+def time_base(trace: Trace) -> int | None:
+    """Return the base time (ns) a rank's trace takes part in choosing the run's common base with: its
+    ``base_time_ns``, None for a rank without events or flows."""
+    return trace.metadata.get("base_time_ns", 0) if len(trace) or trace.flows.num_rows else None
+
+
+def on_clock(trace: Trace, rank: int, base: int) -> Trace:
+    """Return a rank's trace as it is inside the merged run: its ``rank`` set, its times (events and flows)
+    shifted from its own base time to the run's common `base`."""
+    shift = trace.metadata.get("base_time_ns", 0) - base
+    trace = with_rank(trace, rank)
+    return Trace(_shift(trace.events, shift), _shift(trace.flows, shift), trace.metadata)
+
+
+def merged_metadata(metadata: list[dict], ranks: list[int], base: int, source: str) -> dict:
+    """Return the metadata of a merged run from its ranks' (`metadata`, each of :func:`on_clock`'s trace, in
+    the order of `ranks`): the first rank's devices and distributed info, every rank's metadata by rank."""
+    return {
         "source": source,
         "format": "ranks",
         "base_time_ns": base,
         "ranks": sorted(ranks),
-        "device_properties": traces[0].metadata.get("device_properties", []),
-        "distributed_info": traces[0].metadata.get("distributed_info", {}),
-        "per_rank": per_rank,
+        "device_properties": metadata[0].get("device_properties", []),
+        "distributed_info": metadata[0].get("distributed_info", {}),
+        "per_rank": {str(r): dict(m) for m, r in zip(metadata, ranks)},
     }
-    ev = pa.concat_tables(events).unify_dictionaries().combine_chunks()
-    fl = pa.concat_tables(flows).unify_dictionaries().combine_chunks()
-    return Trace(ev, fl, meta)
+
+
+def concat_ranks(tables: list[pa.Table]) -> pa.Table:
+    """Return the ranks' tables (events, or flows) one after another as one table: one chunk, whose
+    dictionary columns hold the words of every rank (in the order they first appear)."""
+    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()
 
 
 def _shift(t: pa.Table, shift: int) -> pa.Table:

@@ -1,0 +1,62 @@
+"""Which process reads which rank: a run's per-rank sources dealt to the processes of a distributed command
+(``gpuan replay``, and ``gpuan info|convert|cycles|sol RUN_DIR`` under ``mpirun``), and each process's
+reading of its own ranks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpuan.errors import TraceError, UsageError
+from gpuan.options import REPLAY_DEALS
+
+if TYPE_CHECKING:
+    from gpuan.engine.procs import Procs
+    from gpuan.trace.inputs import RunSources
+    from gpuan.trace.table import Trace
+
+
+def deal(sizes: list[int], n_procs: int, how: str = "round-robin") -> list[int]:
+    """Return the process of each source: source i (in rank order) goes to process i % n_procs
+    ("round-robin"), or the largest sources go first, each to the least loaded process ("size")."""
+    if how not in REPLAY_DEALS:
+        raise UsageError(f"unknown deal {how!r}; choose from {', '.join(REPLAY_DEALS)}")
+    if how == "round-robin":
+        return [i % n_procs for i in range(len(sizes))]
+    load_of = [0] * n_procs
+    owner = [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        least = min(range(n_procs), key=lambda proc: (load_of[proc], proc))
+        owner[i] = least
+        load_of[least] += max(sizes[i], 1)
+    return owner
+
+
+def owners(sources: RunSources, n_procs: int, how: str = "round-robin") -> np.ndarray:
+    """Return, indexed by rank number, the process that reads that rank (-1 where no source has it)."""
+    ranks = sources.ranks
+    owner = np.full(max(ranks, default=-1) + 1, -1, np.int64)
+    owner[ranks] = deal([s.size for s in sources], n_procs, how)
+    return owner
+
+
+def read_own(
+    sources: RunSources, owner: np.ndarray, procs: Procs, *, use_cache: bool = True, device: str | None = None
+) -> dict[int, Trace]:
+    """Return the traces of the ranks dealt to this process (`owner`: :func:`owners`), by rank, in rank
+    order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache` and `device`). Raises
+    the same TraceError on every process when any process cannot read one of its ranks."""
+    traces: dict[int, Trace] = {}
+    error, at = None, -1
+    try:
+        for source in sources:
+            if owner[source.rank] == procs.rank:
+                at = source.rank
+                traces[source.rank] = source.load(use_cache=use_cache, device=device)
+    except TraceError as e:
+        error = e
+    # each process stops at its lowest bad rank: the lowest of those is what one process would meet
+    # first, so the error does not depend on the number of processes
+    procs.raise_together(error, at)
+    return traces

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gpuan"
-ANALYSES = ("info", "cycles", "compare", "sol", "streams", "tensors", "replay")
+ANALYSES = ("info", "cycles", "compare", "sol", "streams", "tensors", "replay", "fleet")
 
 # what an analysis may use of gpuan/trace/: the table and its model, never a reader
 TRACE_MODEL = {

@@ -113,7 +113,9 @@ def analyse(
     if not procs.is_root:
         return None
     comm = measure.is_comm(vocab)
-    built, summary = tables.build(sources.ranks, headers, groups, all_steps, all_positions, vocab, comm, replayed, slowest)
+    built, summary = tables.build(
+        sources.ranks, headers, groups, all_steps, all_positions, vocab, comm, replayed, slowest
+    )
     summary = {"source": sources.path, "ranks": sources.ranks, "processes": procs.size, "kind": kind,
                "sequences": sequences, "ops": ops, **summary}  # fmt: skip
     return Result("fleet", built, summary)

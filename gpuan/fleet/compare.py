@@ -61,39 +61,42 @@ def position_frame(positions: np.ndarray, groups: Groups, reference_names: dict[
     (:data:`PARTS`), each beside the median over the group's ranks at the same step and position
     (``median_<part>``) and its excess over that (``<part>_excess``). Only positions whose op has the
     group's name there take part (``valid``); ``peers`` counts the group's ranks that hold the step."""
-    pos = pd.DataFrame(positions)
-    pos["group"] = pos["rank"].map(groups.group).astype(np.int64)
-    pos["op_own"] = pos["dur"] - pos["op_wait"]
-    pos["idle"] = pos["gap"] - pos["gap_wait"] - pos["gap_comm"]
-    pos["valid"] = False
-    pos["peers"] = 0
-    for part, _ in PARTS:
-        pos[f"median_{part}"] = np.nan
+    cols = {name: positions[name].astype(np.int64) for name in ("rank", "step", "position", "name", "before")}
+    rank_group = np.full(int(cols["rank"].max(initial=-1)) + 1, -1, np.int64)
+    rank_group[list(groups.group)] = list(groups.group.values())
+    cols["group"] = rank_group[cols["rank"]]
+    cols["op_own"] = positions["dur"] - positions["op_wait"]
+    cols["idle"] = positions["gap"] - positions["gap_wait"] - positions["gap_comm"]
+    cols["gap_comm"] = positions["gap_comm"].astype(np.int64)
+    n = positions.size
+    valid, peers = np.zeros(n, bool), np.zeros(n, np.int64)
+    medians = {part: np.full(n, np.nan) for part, _ in PARTS}
     for g, names in reference_names.items():
-        rows = np.flatnonzero(pos["group"].to_numpy() == g)
+        rows = np.flatnonzero(cols["group"] == g)
         if rows.size == 0:
             continue
-        block = pos.iloc[rows]
-        position = block["position"].to_numpy()
-        valid = block["name"].to_numpy() == names[position]
-        ranks = np.unique(block["rank"].to_numpy())
-        r = np.searchsorted(ranks, block["rank"].to_numpy())
-        s0 = int(block["step"].min())
-        s = block["step"].to_numpy() - s0
+        position = cols["position"][rows]
+        ok = cols["name"][rows] == names[position]
+        ranks, r = np.unique(cols["rank"][rows], return_inverse=True)
+        s = cols["step"][rows] - cols["step"][rows].min()
         holds = np.zeros((ranks.size, int(s.max()) + 1), bool)
         holds[r, s] = True
-        pos.iloc[rows, pos.columns.get_loc("peers")] = holds.sum(axis=0)[s]
-        pos.iloc[rows, pos.columns.get_loc("valid")] = valid
+        peers[rows] = holds.sum(axis=0)[s]
+        valid[rows] = ok
         for part, column in PARTS:
             cube = np.full((ranks.size, holds.shape[1], names.size), np.nan)
-            cube[r[valid], s[valid], position[valid]] = block[column].to_numpy()[valid]
+            cube[r[ok], s[ok], position[ok]] = cols[column][rows][ok]
+            if ok.all() and holds.all():  # every rank holds every step and position: the plain median
+                medians[part][rows] = np.median(cube, axis=0)[s, position]
+                continue
             with warnings.catch_warnings():  # a position no rank holds has no median: NaN, as meant
                 warnings.simplefilter("ignore", RuntimeWarning)
-                median = np.nanmedian(cube, axis=0)
-            pos.iloc[rows, pos.columns.get_loc(f"median_{part}")] = median[s, position]
+                medians[part][rows] = np.nanmedian(cube, axis=0)[s, position]
+    cols["valid"], cols["peers"] = valid, peers
     for part, column in PARTS:
-        pos[f"{part}_excess"] = np.where(pos["valid"], pos[column] - pos[f"median_{part}"], np.nan)
-    return pos
+        cols[f"median_{part}"] = medians[part]
+        cols[f"{part}_excess"] = np.where(valid, cols[column] - medians[part], np.nan)
+    return pd.DataFrame(cols)
 
 
 def with_excess(steps: pd.DataFrame, pos: pd.DataFrame) -> pd.DataFrame:
@@ -120,12 +123,12 @@ def slowest(steps: pd.DataFrame, n: int) -> pd.DataFrame:
     return slow.sort_values(["excess_ns", "rank", "step"], ascending=[False, True, True], kind="stable").head(n)
 
 
-def _candidates(part: pd.DataFrame, comm: np.ndarray) -> pd.DataFrame:
+def _candidates(part: pd.DataFrame, comm: np.ndarray, parts: tuple = PARTS) -> pd.DataFrame:
     """Return one row per position of `part` and part of its time (:data:`PARTS`) with a positive excess:
     group, rank, step, position, where (``op`` or ``before``), category, name, before, value_ns, median_ns,
-    excess_ns, and ``order`` (the part's place in :data:`PARTS`, for ties)."""
+    excess_ns, and ``order`` (the part's place in :data:`PARTS`, for ties); of the `parts` given."""
     out = []
-    for what, column in PARTS:
+    for what, column in parts:
         c = part[part[f"{what}_excess"] > 0]
         names = c["name"].to_numpy(np.int64)
         if what == "op":
@@ -187,12 +190,21 @@ def phase_of(position: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.nd
 def outliers(pos: pd.DataFrame, comm: np.ndarray) -> pd.DataFrame:
     """Return, per group and position, the (rank, step) whose op time or idle time before the op there most
     exceeds the median rank's (positions where one does), ordered by group and position."""
-    every = _candidates(pos[pos["valid"]], comm)
-    every = every.sort_values(["group", "position", "excess_ns", "rank", "step", "order"],
-                              ascending=[True, True, False, True, True, True], kind="stable")  # fmt: skip
-    worst = every.drop_duplicates(["group", "position"], keep="first").reset_index(drop=True)
+    excess = np.stack([pos[f"{part}_excess"].to_numpy() for part, _ in PARTS], axis=1)
+    excess = np.where(np.isnan(excess), -np.inf, excess)
+    part = np.argmax(excess, axis=1)  # the first of equal parts, in the order of PARTS
+    best = excess[np.arange(len(pos)), part]
+    rows = np.flatnonzero(best > 0)
+    # per (group, position) the first row of the largest excess: rows come ordered by rank, step, position
+    key = pd.DataFrame({"group": pos["group"].to_numpy()[rows], "position": pos["position"].to_numpy()[rows],
+                        "best": best[rows]})  # fmt: skip
+    first = key.groupby(["group", "position"], sort=True)["best"].idxmax().to_numpy()
+    worst = pos.iloc[rows[first]]
+    out = []
+    for i, (what, _) in enumerate(PARTS):
+        out.append(_candidates(worst[part[rows[first]] == i], comm, parts=((what, dict(PARTS)[what]),)))
     columns = ["group", "position", "where", "category", "name", "rank", "step", "value_ns", "median_ns", "excess_ns"]
-    return worst[columns]
+    return pd.concat(out).sort_values(["group", "position"], kind="stable").reset_index(drop=True)[columns]
 
 
 def replay_of(slow: pd.DataFrame, collectives: pd.DataFrame | None, waits: pd.DataFrame | None) -> pd.DataFrame:

@@ -4,6 +4,7 @@ time into the waiting that replay explains and the rest."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -52,16 +53,18 @@ class Intervals:
         inside[inside] = t[inside] < self.ends[k[inside]]
         return inside
 
+    @cached_property
+    def _done(self) -> np.ndarray:
+        """``_done[k]``: the length of the first k intervals together."""
+        return np.concatenate(([0], np.cumsum(self.ends - self.starts)))
+
     def _before(self, t: np.ndarray) -> np.ndarray:
         """Return, for each time in `t`, how much of the set lies before it."""
-        lengths = self.ends - self.starts
-        done = np.concatenate(([0], np.cumsum(lengths)))
         k = np.searchsorted(self.starts, t, side="right")  # intervals that start at or before t
         # all of the first k - 1, and of the k-th the part up to t
-        out = done[np.maximum(k - 1, 0)]
         last = np.maximum(k - 1, 0)
-        partial = np.clip(t - self.starts[last], 0, lengths[last]) if self.starts.size else np.zeros_like(t)
-        return np.where(k > 0, out + partial, 0)
+        partial = np.clip(t - self.starts[last], 0, self.ends[last] - self.starts[last])
+        return np.where(k > 0, self._done[last] + partial, 0)
 
     def within(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Return, for each window ``[lo[i], hi[i])``, how many ns of it the set covers (int64)."""

@@ -27,13 +27,12 @@ STEP = np.dtype([
     ("rank", np.int32), ("step", np.int64), ("start", np.int64), ("first", np.int64), ("end", np.int64),
     ("wait", np.int64),
 ])  # fmt: skip
-#: one position of one step of one rank: the op (its name as a shared code, its start and duration), the
-#: op that ended last before it (``before``, -1 for none), the idle time before it, the waiting in each,
-#: and the part of the idle time spent in a communication call but not waiting (``gap_comm``)
+#: one position of one step of one rank: the op (its name as a shared code, and its duration), the op
+#: that ended last before it (``before``, -1 for none), the idle time before it, the waiting in each, and
+#: the part of the idle time spent in a communication call but not waiting (``gap_comm``)
 POSITION = np.dtype([
-    ("rank", np.int32), ("step", np.int64), ("position", np.int64), ("name", np.int64), ("before", np.int64),
-    ("start", np.int64), ("dur", np.int64), ("gap", np.int64), ("op_wait", np.int64), ("gap_wait", np.int64),
-    ("gap_comm", np.int64),
+    ("rank", np.int32), ("step", np.int32), ("position", np.int32), ("name", np.int32), ("before", np.int32),
+    ("dur", np.int64), ("gap", np.int64), ("op_wait", np.int64), ("gap_wait", np.int64), ("gap_comm", np.int64),
 ])  # fmt: skip
 #: a stretch of one rank's time from replay's tables: a wait state (``wait`` true) or a communication call
 WAIT = np.dtype([("rank", np.int32), ("wait", np.bool_), ("start", np.int64), ("end", np.int64)])
@@ -101,7 +100,6 @@ def records(
     last_end = _latest_ender(ts, end)
     before[has] = codes[seq.ids[last_end[flat[has] - 1]]]
     pos["before"] = before
-    pos["start"] = ts[flat]
     pos["dur"] = end[flat] - ts[flat]
     pos["gap"] = gap[flat]
     pos["gap_wait"] = blocked.within(ts[flat] - gap[flat], ts[flat])

@@ -39,6 +39,8 @@ def build(
     :data:`~gpuan.fleet.align.HEADER` of every rank with steps and every rank's
     :data:`~gpuan.fleet.measure.STEP` and :data:`~gpuan.fleet.measure.POSITION` records, the shared
     vocabulary `vocab` (with `comm`, its communication mask), and replay's Result."""
+    # one order whatever the number of processes: the gathered records come in process order
+    positions, steps = _by_rank(positions), _by_rank(steps)
     reference = _reference_names(groups, positions)
     pos = compare.position_frame(positions, groups, reference)
     step_rows = compare.with_excess(compare.step_frame(steps, positions, comm), pos)
@@ -94,6 +96,17 @@ _SLOW_COLUMNS = [
     "wait_ns", "median_wait_ns", "compute_ns", "median_compute_ns", "comm_ns", "median_comm_ns", "idle_ns",
     "median_idle_ns", "collectives", "late_at", "max_delay_ns", "caused_ns",
 ]  # fmt: skip
+
+
+def _by_rank(records: np.ndarray) -> np.ndarray:
+    """Return `records` ordered by rank: each rank's records are one run, in their order, and the runs
+    come in the order of the processes that sent them, so the runs are put in rank order."""
+    rank = records["rank"]
+    starts = np.flatnonzero(np.concatenate(([True], rank[1:] != rank[:-1]))) if rank.size else rank[:0]
+    if np.all(np.diff(rank[starts]) > 0):
+        return records
+    ends = np.append(starts[1:], rank.size)
+    return np.concatenate([records[starts[i] : ends[i]] for i in np.argsort(rank[starts], kind="stable")])
 
 
 def _reference_names(groups: Groups, positions: np.ndarray) -> dict[int, np.ndarray]:

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpuan.arrays import unique_rows
 from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
 from gpuan.result import Result
@@ -153,7 +154,7 @@ def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
         return []
     null = NULL64
     keys = [rows[column].cast(pa.int64()).fill_null(null).to_numpy() for column in ("rank", "device", "stream")]
-    uniq, gid = _group_rows(keys)
+    uniq, gid = unique_rows(keys)
     n_groups = uniq.shape[0]
     ts = rows["ts"].to_numpy()
     end = ts + rows["dur"].fill_null(0).to_numpy()
@@ -169,19 +170,6 @@ def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
         counts = dict(events=int(n_events[i]), kernels=int(n_kernels[i]), kernel_ns=int(k_time[i]))
         out.append(dict(rank=rank, device=device, stream=stream, **counts, busy_ns=int(busy[i])))
     return out
-
-
-def _group_rows(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Return the distinct rows of the key columns `keys` (equally long), sorted, and each row's group:
-    what ``np.unique(np.stack(keys, 1), axis=0, return_inverse=True)`` returns, by a sort of the columns
-    (np.unique sorts the rows as opaque records: half a second at 227k events)."""
-    order = np.lexsort(keys[::-1])  # the first column is the primary key
-    ordered = [k[order] for k in keys]
-    first = np.ones(order.shape[0], bool)
-    first[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in ordered])
-    gid = np.empty(order.shape[0], np.int64)
-    gid[order] = np.cumsum(first) - 1
-    return np.stack([k[first] for k in ordered], 1), gid
 
 
 def _top_kernels(kernels: pa.Table, top: int) -> list[dict]:

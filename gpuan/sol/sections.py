@@ -60,12 +60,16 @@ def by_phase(df: pd.DataFrame, total_ns: int) -> pd.DataFrame:
     """Return the by-phase section with the hierarchy rolled up: an op in ``a/b/c`` counts in ``a``,
     ``a/b`` and ``a/b/c``; rows in path order, so children follow their parent. The top-level rows (and
     "(none)") add up to 100 % of `total_ns`; a child's share is also in its parent's."""
-    parts = df["phase"].str.split("/")
-    depth = parts.str.len().max() if len(df) else 0
+    # the paths split once per distinct phase, not once per op (a few phases, up to millions of ops); a
+    # phase that is not a string (code -1 where missing) has no level, as .str.split makes of it
+    codes, phases = pd.factorize(df["phase"])
+    parts = [p.split("/") if isinstance(p, str) else [] for p in phases]
+    depth = np.array([len(p) for p in parts] + [0], np.int64)[codes]
     rolled = []
-    for d in range(1, int(depth) + 1):
-        has = parts.str.len() >= d
-        rolled.append(df[has].assign(phase=parts[has].str[:d].str.join("/")))
+    for d in range(1, int(depth.max()) + 1 if len(df) else 1):
+        has = depth >= d
+        prefix = np.array(["/".join(p[:d]) for p in parts] + [None], dtype=object)
+        rolled.append(df[has].assign(phase=prefix[codes[has]]))
     table = section(pd.concat(rolled) if rolled else df, "phase", total_ns)
     return table.sort_index(key=lambda index: index.map(lambda p: (p == "(none)", p)))
 

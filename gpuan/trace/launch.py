@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpuan.arrays import unique_rows
 from gpuan.trace.nesting import ancestor_where, enclosing
 
 
@@ -26,9 +27,9 @@ def ints(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
 
 
 def group_ids(*columns: np.ndarray) -> np.ndarray:
-    """Return one int64 id per distinct tuple of the columns (rows in any order)."""
-    stacked = np.stack(columns, axis=1)
-    return np.unique(stacked, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+    """Return one int64 id per distinct tuple of the columns (rows in any order), numbered in the order
+    of the sorted tuples."""
+    return unique_rows(columns)[1]
 
 
 def match(keys: tuple[np.ndarray, ...], targets: tuple[np.ndarray, ...]) -> np.ndarray:

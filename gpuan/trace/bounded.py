@@ -13,12 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuan.errors import UsageError
+from gpuan.trace.memory import lean_memory
 
-#: what a part costs per row while its table is built (scanned columns, the table, sort orders), measured
-#: on traces of gpuan's and ../shared/tools' generators (docs/convert.md)
+#: what a part costs per row while its table is built (scanned columns, the table, sort orders): measured
+#: 375 bytes on a 1 GB trace of ../shared/tools/gen_kineto_trace.py (docs/convert.md)
 BYTES_PER_PART_ROW = 400
-#: what the merge holds besides the parts' batches: the piece being written and its copies
-MERGE_BYTES = 400 << 20
+#: the reader's own buffers (a block read, the threads' scratch rows, the strings)
+READER_BYTES = 200 << 20
+#: what the merge holds: a batch of each part, the 1M-row piece being written and its copy (measured 624 MB
+#: above the process's start on that trace)
+MERGE_BYTES = 640 << 20
 MIN_PART_ROWS = 1 << 16
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
 
@@ -33,19 +37,40 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * scale)
 
 
-def part_rows_for(max_memory: int, threads: int) -> int:
+def part_rows_for(max_memory: int) -> int:
     """Return the rows of one part that keep a conversion under `max_memory` bytes of resident memory,
-    given this process's memory now (the interpreter and its libraries) and the reader's fixed buffers.
-    Raises :class:`UsageError` when the ceiling leaves no room for a part of useful size."""
-    from gpuan.trace.kineto.reader import BLOCK_BYTES
-
-    fixed = resident_bytes() + 4 * BLOCK_BYTES + (64 << 20)  # read buffers, per-thread scratch, strings
-    rows = (max_memory - fixed - MERGE_BYTES) // BYTES_PER_PART_ROW
-    if rows < MIN_PART_ROWS:
-        need = fixed + MERGE_BYTES + MIN_PART_ROWS * BYTES_PER_PART_ROW
+    given this process's memory now (the interpreter and its libraries). The two passes over the parts and
+    the merge come one after another, so the ceiling holds the largest of them, not their sum. Raises
+    :class:`UsageError` when the ceiling leaves no room for a part of useful size or for the merge."""
+    here = resident_bytes()
+    rows = (max_memory - here - READER_BYTES) // BYTES_PER_PART_ROW
+    need = here + max(READER_BYTES + MIN_PART_ROWS * BYTES_PER_PART_ROW, MERGE_BYTES)
+    if rows < MIN_PART_ROWS or max_memory < need:
         raise UsageError(f"--max-memory {max_memory / 2**20:,.0f} MiB is too little: converting in parts needs "
                          f"at least {need / 2**20:,.0f} MiB here")  # fmt: skip
     return int(rows)
+
+
+def memory_estimate(source: str | os.PathLike) -> int:
+    """Return about how much memory converting the Kineto file `source` whole takes (bytes): the read
+    peaks at about 0.6 times the JSON (docs/ingest.md), plus this process."""
+    from gpuan.trace.source import open_bytes
+
+    with open_bytes(str(source)) as src:
+        size = src.expected_size()
+    return int(size * 0.6) + resident_bytes()
+
+
+def available_bytes() -> int | None:
+    """Return the memory the system says is available for a new allocation (MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def resident_bytes() -> int:
@@ -80,20 +105,22 @@ def convert(
 
     source, out = Path(source), Path(out)
     threads = threads or thread_count()
-    rows = part_rows_for(max_memory, threads)
+    rows = part_rows_for(max_memory)
     pool = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())  # gives freed batches back to the system at once
+    pa.set_memory_pool(pa.system_memory_pool())  # with lean_memory, freed batches go back to the system
     spill = Spill(Path(tempfile.mkdtemp(prefix=out.name + ".parts.", dir=out.parent)))
+    meta: dict = {}
     try:
-        whole = whole_file(str(source), rows, threads=threads, progress=_named(progress, "facts"))
-        meta = {}
-        for trace in part_traces(str(source), whole, rows, threads=threads, progress=_named(progress, "parts")):
-            spill.add(trace.events)
-            spill.add_flows(trace.flows)
-            meta = trace.metadata
-        # flows are a few bytes each once compressed, and ride in the file's metadata as one small file
-        flows = parquet.flows_file(spill.flows())
-        parquet.write_pieces(spill.merged(parquet.ROW_GROUP_ROWS), meta, flows, out, source=cache_of)
+        with lean_memory():
+            whole = whole_file(str(source), rows, threads=threads, progress=_named(progress, "facts"))
+            parts = part_traces(str(source), whole, rows, threads=threads, progress=_named(progress, "parts"))
+            for trace in parts:
+                spill.add(trace.events)
+                spill.add_flows(trace.flows)
+                meta = trace.metadata
+            # flows are a few bytes each once compressed, and ride in the file's metadata as one small file
+            flows = parquet.flows_file(spill.flows())
+            parquet.write_pieces(spill.merged(parquet.ROW_GROUP_ROWS), meta, flows, out, source=cache_of)
         return spill.rows
     finally:
         spill.remove()

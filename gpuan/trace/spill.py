@@ -1,6 +1,11 @@
-"""Event tables larger than memory: each part's rows spilled to a file on disk in the table's order, then
-merged back into one stream of pieces in the order of the whole table (kind, then time, then position in
-the source), a few batches in memory at a time."""
+"""Event tables larger than memory: each part's rows spilled to disk in the table's order, then merged
+back into one stream of pieces in the order of the whole table (kind, then time, then position in the
+source), a few batches in memory at a time.
+
+A kind fills few of the table's columns (a kernel has no input shapes, an operator no grid): each part's
+rows of one kind are spilled with only the columns they fill, and the others come back as null columns
+whose memory is never touched (:func:`gpuan.trace.table.null_column`); no step of the merge makes them
+real memory."""
 
 from __future__ import annotations
 
@@ -13,23 +18,41 @@ import numpy as np
 import pyarrow as pa
 
 from gpuan.trace.kinds import KINDS
-from gpuan.trace.table import dict_column
+from gpuan.trace.table import dict_column, null_column
 
 #: rows per spilled batch: the merge holds one batch of every part at a time
-BATCH_ROWS = 1 << 14
+BATCH_ROWS = 1 << 13
 _LAST = np.iinfo(np.int64).max  # missing times sort last
+_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 @dataclass
 class Spill:
-    """The parts of a table spilled to `directory`, one Arrow IPC file each (lz4), with the batches that
-    hold each kind."""
+    """The parts of a table spilled to `directory`: for each part, its rows of each kind in an Arrow IPC
+    file (lz4) of the columns they fill."""
 
     directory: Path
-    files: list[Path] = field(default_factory=list)
-    batches: list[dict[int, list[int]]] = field(default_factory=list)  # per part: kind code -> batch numbers
+    schema: pa.Schema | None = None
+    runs: list[dict[int, Path]] = field(default_factory=list)  # per part: kind code -> its file
     rows: int = 0
     _flows: pa.ipc.RecordBatchFileWriter | None = None
+
+    def add(self, table: pa.Table) -> None:
+        """Spill one part's table, whose rows are grouped by kind and in time order within each kind."""
+        self.schema = self.schema or table.schema
+        codes = table["kind"].combine_chunks().indices.to_numpy(zero_copy_only=False)
+        bounds = np.flatnonzero(np.diff(codes)) + 1
+        files: dict[int, Path] = {}
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), codes.size]):
+            if b > a:
+                piece = table.slice(a, b - a)
+                filled = piece.select([c for c in piece.column_names if piece[c].null_count < piece.num_rows])
+                path = self.directory / f"part{len(self.runs):06d}-kind{int(codes[a]):02d}.arrow"
+                with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, filled.schema, options=_IPC) as out:
+                    out.write_table(filled, max_chunksize=BATCH_ROWS)
+                files[int(codes[a])] = path
+        self.runs.append(files)
+        self.rows += table.num_rows
 
     def add_flows(self, flows: pa.Table) -> None:
         """Spill one part's flow table (the parts' flows stay in the order they are added)."""
@@ -38,8 +61,7 @@ class Spill:
         flows = flows.cast(_plain(flows.schema))  # one file cannot change a dictionary between parts
         if self._flows is None:
             sink = pa.OSFile(str(self.directory / "flows.arrow"), "wb")
-            options = pa.ipc.IpcWriteOptions(compression="lz4")
-            self._flows = pa.ipc.new_file(sink, flows.schema, options=options)
+            self._flows = pa.ipc.new_file(sink, flows.schema, options=_IPC)
         self._flows.write_table(flows)
 
     def flows(self) -> Iterator[pa.Table]:
@@ -54,45 +76,22 @@ class Spill:
         for i in range(reader.num_record_batches):
             yield pa.Table.from_batches([reader.get_batch(i)]).cast(FLOW_SCHEMA)
 
-    def add(self, table: pa.Table) -> None:
-        """Spill one part's table, whose rows are grouped by kind and in time order within each kind."""
-        path = self.directory / f"part{len(self.files):06d}.arrow"
-        codes = table["kind"].combine_chunks().indices.to_numpy(zero_copy_only=False) if table.num_rows else []
-        bounds = np.flatnonzero(np.diff(codes)) + 1 if len(codes) else np.empty(0, np.int64)
-        starts = np.concatenate([[0], bounds]).astype(np.int64)
-        ends = np.concatenate([bounds, [len(codes)]]).astype(np.int64)
-        where: dict[int, list[int]] = {}
-        n = 0
-        options = pa.ipc.IpcWriteOptions(compression="lz4")
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as writer:
-            for a, b in zip(starts.tolist(), ends.tolist()):
-                if b <= a:
-                    continue
-                batches = table.slice(a, b - a).to_batches(max_chunksize=BATCH_ROWS)
-                where[int(codes[a])] = list(range(n, n + len(batches)))
-                for batch in batches:
-                    writer.write_batch(batch)
-                n += len(batches)
-        self.files.append(path)
-        self.batches.append(where)
-        self.rows += table.num_rows
-
     def merged(self, piece_rows: int) -> Iterator[pa.Table]:
         """Yield the spilled rows in the whole table's order, kind by kind, as tables of `piece_rows` rows
         (fewer at the end of a kind): ties in time keep the parts' order, so source order breaks them."""
-        readers = [pa.ipc.open_file(pa.OSFile(str(p), "rb")) for p in self.files]
         for code in range(len(KINDS)):
-            runs = [_Run(readers[i], where[code], i) for i, where in enumerate(self.batches) if code in where]
+            runs = [_Run(files[code], part, self.schema) for part, files in enumerate(self.runs) if code in files]
             if runs:
-                yield from _pieces(_merge(runs), piece_rows)
+                yield from _pieces(_merge(runs, self.schema), piece_rows, self.schema)
 
     def remove(self) -> None:
         """Delete the spilled files and their directory."""
         if self._flows is not None:
             self._flows.close()
         (self.directory / "flows.arrow").unlink(missing_ok=True)
-        for p in self.files:
-            p.unlink(missing_ok=True)
+        for files in self.runs:
+            for p in files.values():
+                p.unlink(missing_ok=True)
         try:
             os.rmdir(self.directory)
         except OSError:
@@ -102,49 +101,55 @@ class Spill:
 class _Run:
     """One part's rows of one kind, read a batch at a time."""
 
-    def __init__(self, reader: pa.ipc.RecordBatchFileReader, batches: list[int], order: int) -> None:
-        self.reader, self.todo, self.order = reader, list(batches), order
+    def __init__(self, path: Path, part: int, schema: pa.Schema) -> None:
+        self.reader = pa.ipc.open_file(pa.OSFile(str(path), "rb"))
+        self.part, self.schema, self.next = part, schema, 0
         self.table: pa.Table | None = None
         self.keys = np.empty(0, np.int64)
         self.at = 0
 
     def load(self) -> bool:
-        """Read the next batch; returns False when the run is done."""
-        if not self.todo:
+        """Read the next batch (the columns it lacks as null columns); returns False when the run is done."""
+        if self.next >= self.reader.num_record_batches:
             return False
-        batch = self.reader.get_batch(self.todo.pop(0))
-        self.table = pa.Table.from_batches([batch])
-        ts = batch.column(batch.schema.get_field_index("ts"))
-        self.keys = (ts.fill_null(_LAST) if ts.null_count else ts).to_numpy(zero_copy_only=False)
+        batch = self.reader.get_batch(self.next)
+        self.next += 1
+        n = batch.num_rows
+        cols = [batch.column(f.name) if f.name in batch.schema.names else null_column(n, f.type) for f in self.schema]
+        self.table = pa.Table.from_arrays(cols, schema=self.schema)
+        ts = self.table["ts"]
+        self.keys = (ts.fill_null(_LAST) if ts.null_count else ts).to_numpy()
         self.at = 0
         return True
 
     def last_key(self) -> tuple[int, int]:
         """The (time, part) of the last row loaded: no row still unread in this run comes before it."""
-        return int(self.keys[-1]), self.order
+        return int(self.keys[-1]), self.part
 
 
-def _merge(runs: list[_Run]) -> Iterator[pa.Table]:
+def _merge(runs: list[_Run], schema: pa.Schema) -> Iterator[pa.Table]:
     """Yield the rows of the runs (each in order) in (time, part, row) order, as tables."""
     live = [r for r in runs if r.load()]
     while live:
         # every loaded row up to the smallest last-loaded (time, part) may go out: nothing unread precedes it
-        bound_key, bound_run = min(r.last_key() for r in live)
+        bound_key, bound_part = min(r.last_key() for r in live)
         taken, keys = [], []
         for r in live:
-            side = "right" if r.order <= bound_run else "left"
-            stop = r.keys.size if r.order == bound_run else int(np.searchsorted(r.keys, bound_key, side))
+            if r.part == bound_part:
+                stop = r.keys.size
+            else:
+                stop = int(np.searchsorted(r.keys, bound_key, "right" if r.part < bound_part else "left"))
             if stop > r.at:
                 taken.append(r.table.slice(r.at, stop - r.at))
                 keys.append(r.keys[r.at : stop])
                 r.at = stop
         if taken:
             order = np.argsort(np.concatenate(keys), kind="stable")  # runs were taken in part order
-            yield _unified(taken).take(pa.array(order))
+            yield _take(_stack(taken, schema), order)
         live = [r for r in live if r.at < r.keys.size or r.load()]
 
 
-def _pieces(tables: Iterator[pa.Table], rows: int) -> Iterator[pa.Table]:
+def _pieces(tables: Iterator[pa.Table], rows: int, schema: pa.Schema) -> Iterator[pa.Table]:
     """Yield the rows of `tables` regrouped into tables of `rows` rows (the last may be shorter)."""
     held: list[pa.Table] = []
     count = 0
@@ -152,12 +157,50 @@ def _pieces(tables: Iterator[pa.Table], rows: int) -> Iterator[pa.Table]:
         held.append(t)
         count += t.num_rows
         while count >= rows:
-            whole = _unified(held)
-            yield _sorted_dictionaries(whole.slice(0, rows))
+            whole = _stack(held, schema)
+            yield whole.slice(0, rows)
             rest = whole.slice(rows)
             held, count = ([rest] if rest.num_rows else []), rest.num_rows
     if count:
-        yield _sorted_dictionaries(_unified(held))
+        yield _stack(held, schema)
+
+
+def _stack(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """Return the tables' rows as one table, each column one chunk: a column null throughout as an
+    untouched null column, a dictionary column over one sorted dictionary of the words it holds (as the
+    readers make them, so that a column does not depend on how the parts were cut)."""
+    n = sum(t.num_rows for t in tables)
+    cols = []
+    for i, f in enumerate(schema):
+        chunks = [c for t in tables for c in t.column(i).chunks if len(c)]
+        if all(c.null_count == len(c) for c in chunks):
+            cols.append(null_column(n, f.type))
+        elif pa.types.is_dictionary(f.type) and f.name != "kind":  # kind: the same dictionary, of every kind
+            cols.append(_dictionary_concat(chunks, f.type))
+        else:
+            cols.append(pa.concat_arrays(chunks))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _dictionary_concat(chunks: list[pa.DictionaryArray], type_: pa.DictionaryType) -> pa.DictionaryArray:
+    """Return the dictionary arrays as one, over one sorted dictionary of the words they use."""
+    words: dict[str, int] = {}
+    codes = []
+    for c in chunks:
+        local = c.dictionary.to_pylist()
+        ids = np.array([words.setdefault(w, len(words)) for w in local] + [-1], np.int64)
+        codes.append(ids[c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)])
+    return dict_column(np.concatenate(codes), list(words), type_.index_type).cast(type_)
+
+
+def _take(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """Return the table's rows in `order`; null columns stay untouched null columns."""
+    index = pa.array(order)
+    cols = [
+        null_column(order.size, f.type) if col.null_count == len(col) else col.take(index)
+        for f, col in zip(table.schema, table.columns)
+    ]
+    return pa.Table.from_arrays(cols, schema=table.schema)
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:
@@ -168,21 +211,3 @@ def _plain(schema: pa.Schema) -> pa.Schema:
 def _value_type(t: pa.DataType) -> pa.DataType:
     """Return a dictionary type's value type, any other type as it is."""
     return t.value_type if pa.types.is_dictionary(t) else t
-
-
-def _unified(tables: list[pa.Table]) -> pa.Table:
-    """Return the tables as one, each column one chunk over one dictionary."""
-    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()
-
-
-def _sorted_dictionaries(table: pa.Table) -> pa.Table:
-    """Return the table with each dictionary column's dictionary holding only its words, sorted (as the
-    readers make them), so that a piece's column does not depend on how the parts were cut."""
-    cols = []
-    for col in table.columns:
-        if pa.types.is_dictionary(col.type) and table.column_names[len(cols)] != "kind":  # kind: every kind
-            arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-            codes = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            col = dict_column(codes, arr.dictionary.to_pylist(), col.type.index_type).cast(col.type)
-        cols.append(col)
-    return pa.Table.from_arrays(cols, schema=table.schema)

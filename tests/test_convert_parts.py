@@ -1,0 +1,231 @@
+"""Converting a Kineto trace in parts under a memory ceiling (``gpuan convert --max-memory``): the Parquet
+file holds the table, flows and metadata of a conversion in memory, however the parts were cut; the
+ceiling holds; bad input leaves nothing behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import DATA, kineto_files
+
+from gpuan.trace import bounded, parquet
+from gpuan.trace.kineto import read_kineto
+
+GENERATOR = DATA.parent / "tools" / "gen_kineto_trace.py"
+
+
+def plain(t: pa.Table) -> pa.Table:
+    """The table with dictionary columns decoded (dictionaries may be ordered and chunked differently)."""
+    cols = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in t.columns]
+    return pa.table(cols, names=t.column_names)
+
+
+def convert_both(src: Path, tmp: Path, part_rows: int, monkeypatch) -> tuple[Path, Path]:
+    """Convert `src` in memory and in parts of `part_rows` rows; return both files."""
+    whole = parquet.write(read_kineto(str(src)), tmp / "whole.parquet")
+    monkeypatch.setattr(bounded, "part_rows_for", lambda max_memory: part_rows)
+    parts = tmp / "parts.parquet"
+    bounded.convert(src, parts, max_memory=1 << 30)
+    return whole, parts
+
+
+def assert_same_file(whole: Path, parts: Path) -> None:
+    """The two Parquet files load to the same trace, in the same row groups."""
+    a, b = parquet.read(whole), parquet.read(parts)
+    assert a.events.schema.equals(b.events.schema)
+    assert plain(a.events).equals(plain(b.events))
+    assert plain(a.flows).equals(plain(b.flows))
+    assert a.metadata == b.metadata
+    fa, fb = pq.ParquetFile(whole), pq.ParquetFile(parts)
+    groups = [[f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] for f in (fa, fb)]
+    assert groups[0] == groups[1]
+    assert fa.metadata.metadata[parquet.NULLS_KEY] == fb.metadata.metadata[parquet.NULLS_KEY]
+
+
+@pytest.mark.parametrize("name", kineto_files())
+def test_real_traces_in_parts_equal_whole(tmp_path, data_dir, monkeypatch, name):
+    # 997 rows: parts cut mid-step, mid-kernel-launch, between a ROCm launch call and its kernel
+    whole, parts = convert_both(data_dir / "kineto" / name, tmp_path, 997, monkeypatch)
+    assert_same_file(whole, parts)
+    assert len(pq.ParquetFile(parts).schema_arrow) > 0
+    assert not list(tmp_path.glob("*.parts.*")), "the spilled parts are removed"
+
+
+def test_run_directory_ranks_in_parts_equal_whole(tmp_path, data_dir, monkeypatch):
+    rank = sorted((data_dir / "kineto" / "dlrm_8rank_nccl").glob("*.json.gz"))[3]
+    whole, parts = convert_both(rank, tmp_path, 500, monkeypatch)
+    assert_same_file(whole, parts)
+
+
+def quirky_trace() -> dict:
+    """A small trace with everything that spans parts: B/E pairs (nested, across parts, out of file order),
+    string pids and tids, instants, events without ts, flows, a ROCm launch call whose kernel (grid in
+    work-items) comes rows later, [memory] events naming the GPU, and metadata after the events."""
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": "Spans", "args": {"name": "spans"}},
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": "worker", "args": {"name": "w"}},
+    ]
+    for i in range(40):
+        t = 1000 + 100 * i
+        ev.append({"ph": "B", "name": f"outer{i}", "pid": 7, "tid": "worker", "ts": t, "cat": "user_annotation"})
+        ev.append({"ph": "X", "name": "aten::mm", "pid": 7, "tid": 8, "ts": t + 5, "dur": 20, "cat": "cpu_op",
+                   "args": {"External id": i, "Input Dims": [[4, 4], [4, 4]]}})  # fmt: skip
+        ev.append({"ph": "X", "name": "hipExtModuleLaunchKernel", "pid": 7, "tid": 8, "ts": t + 10, "dur": 4,
+                   "cat": "cuda_runtime", "args": {"correlation": 500 + i}})  # fmt: skip
+        ev.append({"ph": "s", "id": 500 + i, "pid": 7, "tid": 8, "ts": t + 10, "cat": "ac2g", "name": "ac2g"})
+        ev.append({"ph": "i", "name": "mark", "pid": "Spans", "tid": "Traces", "ts": t + 1, "s": "t"})
+        if i % 7 == 0:
+            ev.append({"ph": "X", "name": "no time", "pid": 7, "tid": 8, "dur": 1, "cat": "cpu_op"})
+            ev.append({"ph": "i", "name": "[memory]", "pid": 7, "tid": 8, "ts": t + 2, "cat": "cpu_instant_event",
+                       "args": {"Device Type": 1, "Device Id": 3, "Bytes": 64}})  # fmt: skip
+    for i in range(40):  # kernels rows after their launch calls, in reverse time order
+        t = 1000 + 100 * (39 - i)
+        ev.append({"ph": "X", "name": "Cijk_gemm", "pid": 5, "tid": "stream 2", "ts": t + 30, "dur": 9,
+                   "cat": "kernel", "args": {"correlation": 500 + 39 - i, "device": 5, "stream": 2,
+                                             "grid": [1024, 2, 1], "block": [256, 1, 1]}})  # fmt: skip
+        ev.append({"ph": "f", "id": 500 + 39 - i, "pid": 5, "tid": "stream 2", "ts": t + 30, "cat": "ac2g",
+                   "name": "ac2g", "bp": "e"})  # fmt: skip
+    for i in reversed(range(40)):  # the E events last, newest first
+        ev.append({"ph": "E", "pid": 7, "tid": "worker", "ts": 1000 + 100 * i + 60})
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "AMD Instinct MI300X"}],
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "traceEvents": ev,
+        "roctracer_version": "4.1",
+        "traceName": "quirky",
+        "baseTimeNanoseconds": 1700000000000000000,
+    }
+
+
+@pytest.mark.parametrize("part_rows", [3, 17, 64, 10_000])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_generated_quirks_in_parts_equal_whole(tmp_path, monkeypatch, part_rows, compressed):
+    data = json.dumps(quirky_trace()).encode()
+    src = tmp_path / ("q.json.gz" if compressed else "q.json")
+    src.write_bytes(gzip.compress(data) if compressed else data)
+    whole, parts = convert_both(src, tmp_path, part_rows, monkeypatch)
+    assert_same_file(whole, parts)
+    t = parquet.read(parts)
+    spans = t.of_kind("annotation")
+    assert spans["dur"].to_pylist() == [60_000] * 40  # B/E pairs closed (µs in the file, ns here)
+    kernels = t.of_kind("kernel")
+    assert kernels["grid_x"].to_pylist() == [4] * 40  # work-items made workgroups across parts
+    assert t.metadata["id_names"]  # "Spans", "worker", "Traces": numbered as a whole read numbers them
+
+
+def gpuan(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpuan", *map(str, args)], capture_output=True, text=True)
+
+
+def test_cli_max_memory(tmp_path, data_dir):
+    src = data_dir / "kineto" / "v100_ddp_6steps_trace_diff_test.json.gz"
+    out = tmp_path / "out.parquet"
+    r = gpuan("convert", src, "--max-memory", "1500M", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(f"gpuan: wrote {out} (68,326 events")
+    assert plain(parquet.read(out).events).equals(plain(read_kineto(str(src)).events))
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--max-memory", "2X"), "--max-memory: '2X' is not a size"),
+        (("--max-memory", "64M"), "--max-memory 64 MiB is too little"),
+    ],
+)
+def test_cli_bad_ceiling_is_one_line(tmp_path, data_dir, args, words):
+    src = data_dir / "kineto" / "a100_alexnet.json.gz"
+    r = gpuan("convert", src, *args, "-o", tmp_path / "out.parquet")
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_max_memory_refuses_other_inputs(tmp_path, data_dir):
+    for src, what in ((data_dir / "nsys" / "saxpy_mpi_cuda_rank0.sqlite", "nsys"),
+                      (data_dir / "kineto" / "dlrm_8rank_nccl", "directory")):  # fmt: skip
+        r = gpuan("convert", src, "--max-memory", "2G", "-o", tmp_path / "o.parquet")
+        assert r.returncode == 2 and str(src) in r.stderr and what in r.stderr, r.stderr
+
+
+def test_bad_input_in_parts_leaves_nothing(tmp_path, data_dir, monkeypatch):
+    raw = (data_dir / "kineto" / "v100_ddp_6steps_trace_diff_test.json.gz").read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(raw[: len(raw) * 3 // 4])  # truncated after several parts were read
+    out = tmp_path / "cut.parquet"
+    r = gpuan("convert", cut, "--max-memory", "1500M", "-o", out)
+    assert r.returncode == 2 and "truncated gzip" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json.gz"]  # no output, no spilled parts
+    negative = tmp_path / "neg.json"
+    events = [{"ph": "X", "name": "a", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(50)]
+    events[37]["dur"] = -5
+    negative.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(bounded, "part_rows_for", lambda max_memory: 10)
+    with pytest.raises(Exception, match=r"negative duration \(dur\); the first is traceEvents\[37\]"):
+        bounded.convert(negative, tmp_path / "neg.parquet", max_memory=1 << 30)
+    assert not (tmp_path / "neg.parquet").exists() and not list(tmp_path.glob("*.parts.*"))
+
+
+def test_auto_parts_when_the_trace_would_not_fit(tmp_path, data_dir):
+    """Without --max-memory, a trace larger than the memory available converts in parts by itself."""
+    src = data_dir / "kineto" / "a100_alexnet.json.gz"
+    out = tmp_path / "o.parquet"
+    script = textwrap.dedent(f"""
+        import sys
+        from gpuan.trace import bounded
+        bounded.available_bytes = lambda: 3 << 30
+        bounded.memory_estimate = lambda source: 5 << 30
+        from gpuan.cli import main
+        sys.exit(main(["convert", {str(src)!r}, "-o", {str(out)!r}]))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "converting in parts under 1.5 GiB (--max-memory to choose)" in r.stderr
+    assert plain(parquet.read(out).events).equals(plain(read_kineto(str(src)).events))
+
+
+PEAK = """
+import sys
+from gpuan.trace import bounded, parquet
+from gpuan.trace.kineto import read_kineto
+src, how, small = sys.argv[1:4]
+read_kineto(small)  # loads the compiled scanner, whose own peak is not the conversion's
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # the peak resident memory starts again from now
+if how == "parts":
+    parquet.ROW_GROUP_ROWS = 1 << 16  # pieces of the merge stay small too
+    bounded.part_rows_for = lambda max_memory: 50_000
+    bounded.convert(src, src + ".parquet", max_memory=1 << 30)
+else:
+    parquet.write(read_kineto(src), src + ".parquet")
+status = open("/proc/self/status").read()
+print(int(status.split("VmHWM:")[1].split()[0]) * 1024)
+"""
+
+
+@pytest.mark.skipif(not GENERATOR.is_file(), reason=f"the trace generator is not at {GENERATOR}")
+def test_memory_in_parts_does_not_grow_with_the_trace(tmp_path, data_dir):
+    """Peak memory in parts stays nearly flat from a 60 MB to a 300 MB trace (the merge holds a batch of
+    each part: a few MB per part), where a conversion in memory grows with the trace."""
+    peaks = {}
+    small = data_dir / "kineto" / "a100_alexnet.json.gz"
+    for mb in (60, 300):
+        src = tmp_path / f"g{mb}.json"
+        subprocess.run([sys.executable, str(GENERATOR), str(src), "--size-mb", str(mb)], check=True)
+        for how in ("whole", "parts"):
+            r = subprocess.run([sys.executable, "-c", PEAK, str(src), how, str(small)], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            peaks[how, mb] = int(r.stdout.split()[-1])
+        src.unlink()
+    whole_growth = peaks["whole", 300] - peaks["whole", 60]
+    parts_growth = peaks["parts", 300] - peaks["parts", 60]
+    assert whole_growth > 50 << 20, peaks  # in memory: about 0.3 bytes per byte of JSON
+    assert parts_growth < whole_growth / 3, peaks

@@ -564,8 +564,11 @@ def _sub_cycles(seq: Sequence, idle: np.ndarray, seg_start: int, seg_end: int, c
     return tuple(subs)
 
 
-def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_SHARE) -> list[Segment]:
-    """Split one sequence into segments, each with its outer cycle (if periodic) and its sub-cycles."""
+def detect_sequence(
+    seq: Sequence, engine: Engine = CPU, min_share: float = MIN_SHARE, sub_cycles: bool = True
+) -> list[Segment]:
+    """Split one sequence into segments, each with its outer cycle (if periodic) and its sub-cycles (none
+    without `sub_cycles`: a caller that wants the steps alone skips their search)."""
     n = len(seq)
     if n == 0:
         return []
@@ -588,7 +591,10 @@ def detect_sequence(seq: Sequence, engine: Engine = CPU, min_share: float = MIN_
         cur = end
     if cur < n:
         bounds.append((cur, n, None))
-    return [Segment(start, end, cyc, _sub_cycles(seq, idle, start, end, cyc)) for start, end, cyc in bounds]
+    return [
+        Segment(start, end, cyc, _sub_cycles(seq, idle, start, end, cyc) if sub_cycles else ())
+        for start, end, cyc in bounds
+    ]
 
 
 def detect(
@@ -598,6 +604,7 @@ def detect(
     sequences: str = "group",
     ops: str = "top",
     engine: Engine | None = None,
+    sub_cycles: bool = True,
 ) -> list[SequenceCycles]:
     """Find the cycles of `trace`: one :class:`SequenceCycles` per sequence that has events.
 
@@ -605,8 +612,9 @@ def detect(
     top-level, leaf or all operators); `sequences` makes one sequence per GPU stream (``stream``), per
     stream group (``group``: compute streams apart from communication streams) or per device
     (``merged``). The scoring of candidate periods and the tracing of their periodic regions run on
-    `engine` (default: the current one); the results are the same on CPU and GPU.
+    `engine` (default: the current one); the results are the same on CPU and GPU. Without `sub_cycles`
+    the segments have none (what ``gpuan fleet`` wants: the steps alone).
     """
     engine = engine or current()
     found = split_sequences(trace, kind, sequences=sequences, ops=ops, engine=engine)
-    return [SequenceCycles(seq, detect_sequence(seq, engine)) for seq in found]
+    return [SequenceCycles(seq, detect_sequence(seq, engine, sub_cycles=sub_cycles)) for seq in found]

@@ -82,7 +82,7 @@ def analyse(
     kind = _kind(kind, traces, procs)
     shifts = _shifts(traces, procs)
     found: dict[int, RankSteps | None] = {
-        rank: find(detect(trace, kind, sequences=sequences, ops=ops, engine=engine), rank)
+        rank: find(detect(trace, kind, sequences=sequences, ops=ops, engine=engine, sub_cycles=False), rank)
         for rank, trace in traces.items()
     }
     read = RunSources(sources.path, tuple(_Read(**_fields(s), trace=traces.get(s.rank)) for s in sources))

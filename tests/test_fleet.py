@@ -191,6 +191,12 @@ def test_dlrm_text_lists_every_rank(dlrm):
     steps = dlrm.to_pandas("steps")
     for row in steps.itertuples():
         assert f"rank {row.rank:<5} {row.step_ns / 1e6:>7.1f} ms" in text
+    # rank 4 alone runs its kernels in its order: it is compared with the median rank as a whole
+    alone = steps[steps["peers"] < 2]["rank"].tolist()
+    assert alone == [1, 3, 4]
+    slow = dlrm.to_pandas("slowest")
+    if 4 in slow["rank"].tolist():
+        assert "compared as a whole, not by position" in text
 
 
 # ---- synthetic runs: the planted slow kernel and idle gap ---------------------------------------------

@@ -105,15 +105,17 @@ def with_excess(steps: pd.DataFrame, pos: pd.DataFrame) -> pd.DataFrame:
     Where at least two ranks of the rank's group hold the step, that is the sum over the step's positions
     of the excess of each part over the median rank at that position (the median rank's step, position by
     position, is the typical step: one rank's outlier at one position does not move it); else the own time
-    less the median own time of all ranks in the step. ``typical_own_ns`` is the own time less the excess."""
+    less the median own time of all ranks in the step. ``typical_own_ns`` is the own time less the excess;
+    ``peers`` the ranks of the rank's group that hold the step (itself included)."""
     parts = sum(pos[f"{part}_excess"].fillna(0.0) for part, _ in PARTS)
     summed = pd.DataFrame({"rank": pos["rank"], "step": pos["step"], "positional": parts, "peers": pos["peers"]})
     summed = summed.groupby(["rank", "step"], sort=True).agg(positional=("positional", "sum"), peers=("peers", "max"))
     out = steps.merge(summed.reset_index(), on=["rank", "step"], how="left")
     fallback = out["own_ns"] - out["median_own_ns"]
-    out["excess_ns"] = np.where(out["peers"].fillna(0) >= 2, out["positional"], fallback)
+    out["peers"] = out["peers"].fillna(0).astype(np.int64)
+    out["excess_ns"] = np.where(out["peers"] >= 2, out["positional"], fallback)
     out["typical_own_ns"] = out["own_ns"] - out["excess_ns"]
-    return out.drop(columns=["positional", "peers"])
+    return out.drop(columns=["positional"])
 
 
 def slowest(steps: pd.DataFrame, n: int) -> pd.DataFrame:

@@ -4,13 +4,14 @@
 its median own time and its summed excess over the median rank, and its worst step. ``steps``: per (rank,
 step) its window on the run's clock (from the end of what ran before it; ``first_ns``: its first op), time,
 waiting, own time split into compute, communication and idle, the median rank's values, the typical own
-time and the excess. ``distribution``: per step the spread of step time across ranks, the rank that took
-longest, and the one whose own time most exceeded the median. ``slowest``: the slowest (rank, step) pairs
-with the median rank's values beside theirs and what replay says of them. ``causes``: per slowest pair the
-positions that account for its excess, with the phase of each (forward, backward, after backward, where
-the pattern has autograd ops or backward kernels) and where backward begins. ``outliers``: per group and
-position, the (rank, step) that exceeded the median rank most there. Names are the ops' names; ns are
-int64, medians float64.
+time and the excess (``peers``: the ranks of its group that hold the step, which it is compared with
+position by position; with fewer than two, the excess is over the median own time). ``distribution``: per
+step the spread of step time across ranks, the rank that took longest, and the one whose own time most
+exceeded the median. ``slowest``: the slowest (rank, step) pairs with the median rank's values beside
+theirs and what replay says of them. ``causes``: per slowest pair the positions that account for its
+excess, with the phase of each (forward, backward, after backward, where the pattern has autograd ops or
+backward kernels) and where backward begins. ``outliers``: per group and position, the (rank, step) that
+exceeded the median rank most there. Names are the ops' names; ns are int64, medians float64.
 """
 
 from __future__ import annotations
@@ -88,13 +89,12 @@ def build(
 
 _STEP_COLUMNS = [
     "rank", "step", "start_ns", "first_ns", "end_ns", "step_ns", "wait_ns", "own_ns", "compute_ns", "comm_ns",
-    "idle_ns", "median_step_ns", "median_own_ns", "typical_own_ns", "excess_ns",
+    "idle_ns", "median_step_ns", "median_own_ns", "typical_own_ns", "excess_ns", "peers",
 ]  # fmt: skip
 _SLOW_COLUMNS = [
     "rank", "step", "start_ns", "end_ns", "step_ns", "median_step_ns", "own_ns", "median_own_ns", "typical_own_ns",
-    "excess_ns",
-    "wait_ns", "median_wait_ns", "compute_ns", "median_compute_ns", "comm_ns", "median_comm_ns", "idle_ns",
-    "median_idle_ns", "collectives", "late_at", "max_delay_ns", "caused_ns",
+    "excess_ns", "wait_ns", "median_wait_ns", "compute_ns", "median_compute_ns", "comm_ns", "median_comm_ns",
+    "idle_ns", "median_idle_ns", "peers", "collectives", "late_at", "max_delay_ns", "caused_ns",
 ]  # fmt: skip
 
 

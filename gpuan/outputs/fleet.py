@@ -81,7 +81,9 @@ def _group_lines(ranks: pd.DataFrame) -> list[str]:
             n = int(part["length"].iloc[0])
             lines.append(f"  {who}: no cycle (nothing repeats), one step of {n:,} event{'s' * (n != 1)}")
     if len(missing):
-        lines.append(f"  rank{'s' * (len(missing) > 1)} {_ranks_text(missing['rank'].tolist())}: no events of that kind")
+        lines.append(
+            f"  rank{'s' * (len(missing) > 1)} {_ranks_text(missing['rank'].tolist())}: no events of that kind"
+        )
     return lines
 
 
@@ -116,7 +118,9 @@ def _slow_lines(slowest: pd.DataFrame, causes: pd.DataFrame) -> list[str]:
                      f"median rank {_time(row.typical_own_ns)}; step {_time(row.step_ns)}, "
                      f"median {_time(row.median_step_ns)})")  # fmt: skip
         mine = causes[(causes["rank"] == row.rank) & (causes["step"] == row.step)]
-        if mine.empty:
+        if row.peers < 2:
+            lines.append("      no other rank runs its step's ops in that order: compared as a whole, not by position")
+        elif mine.empty:
             lines.append("      no one position: the excess is spread thinly over the step")
         for c in mine.itertuples():
             lines.append(f"      {_signed(c.excess_ns):>10}  {_cause(c)}: {_time(c.value_ns)}, "

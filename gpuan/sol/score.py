@@ -28,7 +28,7 @@ from gpuan.sol.roofs import Roofs, peak_key, roofs_for
 from gpuan.sol.schemas import functional
 from gpuan.trace.launch import callers, group_ids, ints, link
 from gpuan.trace.nesting import ancestor_where, enclosing
-from gpuan.trace.table import Trace
+from gpuan.trace.table import Trace, kind_mask
 
 #: kernel names of tensor-core GEMMs/convolutions, which for an FP32 op mean TF32 (cuBLAS "tf32" kernels,
 #: CUTLASS "tensorop_s1688"/"tensorop_s16816" FP32-in kernels)
@@ -184,18 +184,17 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
     busy = int(busy_time(gpu, start, end, int(gpu.max()) + 1).sum())
 
     # ops whose GPU work is only copies and fills are bounded by the bytes they moved
-    kind = activities["kind"].combine_chunks().dictionary_decode().to_numpy(zero_copy_only=False)
-    copy_kind = (
-        activities["memcpy_kind"].combine_chunks().cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
-    )
-    is_copy = (kind == "memcpy") | (kind == "memset")
-    over_link = np.isin(np.char.lower(copy_kind.astype(str)), ["htod", "dtoh", "htoh"]) & (kind == "memcpy")
+    # kinds, copy kinds and names decided once per dictionary entry, then gathered by the codes
+    is_copy = kind_mask(activities["kind"], ["memcpy", "memset"]).to_numpy(zero_copy_only=False)
+    is_memcpy = kind_mask(activities["kind"], ["memcpy"]).to_numpy(zero_copy_only=False)
+    over_link = _lower_in(activities["memcpy_kind"], ("htod", "dtoh", "htoh")) & is_memcpy
     nbytes = ints(activities, "bytes")
     all_copy = np.bincount(group, weights=~is_copy, minlength=n) == 0
     bytes_known = all_copy & (np.bincount(group, weights=nbytes < 0, minlength=n) == 0)
     copy_bytes = np.bincount(group, weights=np.maximum(nbytes, 0), minlength=n).astype(np.int64)
     any_link = all_copy & (np.bincount(group, weights=over_link, minlength=n) > 0)
-    tensor_core = pc.match_substring_regex(activities["name"].combine_chunks().dictionary_decode(), TF32_KERNELS)
+    names = activities["name"].combine_chunks()
+    tensor_core = pc.match_substring_regex(names.dictionary, TF32_KERNELS).take(names.indices)
     tf32 = np.bincount(group, weights=tensor_core.fill_null(False).to_numpy(zero_copy_only=False), minlength=n) > 0
 
     launched_ops = ops.take(pa.array(launched))
@@ -231,6 +230,17 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
         }
     )  # fmt: skip
     return TraceOps(table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA), busy, _resolution(start, end), False)
+
+
+def _lower_in(column: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
+    """Return whether each value of a string column, lower-cased, is one of `values` (false where null),
+    deciding once per distinct value of a dictionary column."""
+    col = column.combine_chunks()
+    if not pa.types.is_dictionary(col.type):
+        strings = col.cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+        return np.isin(np.char.lower(strings.astype(str)), values)
+    hits = np.array([str(v).lower() in values for v in col.dictionary.to_pylist()] + [False], bool)
+    return hits[pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False)]
 
 
 def _activity_phases(trace, runtime, activities, links, rows, phases, paths) -> np.ndarray:

@@ -54,8 +54,7 @@ class Trace:
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown kind(s) {sorted(unknown)}; kinds are {', '.join(KINDS)}")
-        mask = pc.is_in(self.events["kind"].combine_chunks().dictionary_decode(), pa.array(list(kinds)))
-        return self.events.filter(mask)
+        return self.events.filter(kind_mask(self.events["kind"], kinds))
 
     def column(self, name: str, engine=None):
         """Return one column as an array of the engine's namespace (numpy on the CPU, CuPy on the GPU).
@@ -75,6 +74,14 @@ class Trace:
         except ImportError as e:
             raise UsageError("Trace.to_cudf: RAPIDS cuDF is not installed (https://docs.rapids.ai/install)") from e
         return cudf.DataFrame.from_arrow(self.events)
+
+
+def kind_mask(kind: pa.ChunkedArray | pa.Array, kinds: Sequence[str]) -> pa.Array:
+    """Return whether each value of the dictionary column `kind` is one of `kinds` (false where it is null),
+    as ``pc.is_in`` of the decoded strings says: decided once per dictionary entry and gathered by the
+    codes, not by decoding and hashing millions of strings."""
+    kind = kind.combine_chunks() if isinstance(kind, pa.ChunkedArray) else kind
+    return pc.is_in(kind.dictionary, pa.array(list(kinds), pa.string())).take(kind.indices).fill_null(False)
 
 
 def kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:

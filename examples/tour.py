@@ -3,7 +3,8 @@
 Run it as ``python examples/tour.py [OUTDIR]`` (a temporary directory by default), or paste its cells
 (``# %%``) into a notebook. Its inputs are generated, so it runs anywhere gpuan is installed: a sample
 Kineto trace of a 4-layer transformer training run on an H100, a tensor-access log of a small MoE model,
-and an 8-rank run in which rank 5 is late in step 2. ``tests/test_examples.py`` runs it.
+an 8-rank run in which rank 5 is late in step 2, and one in which rank 3 runs a slow kernel in step 2.
+``tests/test_examples.py`` runs it.
 """
 
 # %%
@@ -17,6 +18,7 @@ import pandas as pd
 
 import gpuan
 from gpuan.outputs import cycles as cycles_output
+from gpuan.outputs import fleet as fleet_output
 from gpuan.outputs import replay as replay_output
 from gpuan.outputs import roofline_chart
 from gpuan.outputs import sol as sol_output
@@ -87,7 +89,15 @@ def main(out: Path) -> dict[str, gpuan.Result]:
     show("stragglers", replay.to_pandas("stragglers"))
     replay_output.write_html(replay, out / "replay.html")
 
-    print(f"\ncharts: {out / 'roofline.html'}, {out / 'tensors.html'}, {out / 'replay.html'}")
+    # %% fleet: which rank is slow, in which step, and why (steps from cycles, waiting taken out)
+    plan = synth_ranks.plan(8, 4, 2_000, repeat=True, slow_kernels=((2, 3, 30, 20_000_000),), seed=1)
+    synth_ranks.write_run(plan, out / "fleet_run")
+    results["fleet"] = fleet = gpuan.fleet.analyse(load_run(out / "fleet_run"))
+    print("\n" + fleet_output.text(fleet))
+    show("causes", fleet.to_pandas("causes"))
+    fleet_output.write_html(fleet, out / "fleet.html")
+
+    print(f"\ncharts: {out / 'roofline.html'}, {out / 'tensors.html'}, {out / 'replay.html'}, {out / 'fleet.html'}")
     return results
 
 

@@ -2,7 +2,7 @@
 
 ``gpuan.load(path)`` returns a :class:`Trace`; each analysis is a subpackage with one entry point,
 ``analyse(inputs, *, engine=None, **options) -> Result``: ``gpuan.info``, ``gpuan.cycles``,
-``gpuan.compare``, ``gpuan.sol``, ``gpuan.streams``, ``gpuan.tensors``, ``gpuan.replay``.
+``gpuan.compare``, ``gpuan.sol``, ``gpuan.streams``, ``gpuan.tensors``, ``gpuan.replay``, ``gpuan.fleet``.
 
 Everything but the errors imports on first use (``gpuan.sol.analyse(trace)`` works after ``import
 gpuan``): the command line answers ``--help``, ``--version`` and usage errors without loading numpy,
@@ -15,7 +15,7 @@ import importlib
 from gpuan.errors import TraceError, UsageError
 
 __version__ = "0.1.0"
-ANALYSES = ("info", "cycles", "compare", "sol", "streams", "tensors", "replay")
+ANALYSES = ("info", "cycles", "compare", "sol", "streams", "tensors", "replay", "fleet")
 # name -> the module that defines it
 _DEFINED_IN = {"load": "gpuan.trace.load", "Trace": "gpuan.trace.table", "Result": "gpuan.result"}
 __all__ = ["ANALYSES", "Result", "Trace", "TraceError", "UsageError", "load", "__version__", *ANALYSES]

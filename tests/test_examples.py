@@ -35,7 +35,7 @@ def test_every_analysis_runs_and_gives_frames(tour):
 
 def test_the_charts_are_written(tour):
     out, _ = tour
-    for chart in ("roofline.html", "tensors.html", "replay.html"):
+    for chart in ("roofline.html", "tensors.html", "replay.html", "fleet.html"):
         text = (out / chart).read_text()
         assert "plotly" in text.lower() and len(text) > 1_000, chart
 
@@ -44,6 +44,14 @@ def test_the_planted_straggler_is_found(tour):
     _, results = tour
     worst = results["replay"].to_pandas("stragglers").sort_values("caused_total", ascending=False).iloc[0]
     assert (worst["step"], worst["rank"]) == (2, 5)
+
+
+def test_the_planted_slow_kernel_is_found(tour):
+    _, results = tour
+    fleet = results["fleet"]
+    assert (fleet.summary["slowest"]["rank"], fleet.summary["slowest"]["step"]) == (3, 2)
+    cause = fleet.to_pandas("causes").iloc[0]
+    assert (cause["position"], cause["category"]) == (30, "compute")
 
 
 def test_the_sample_trace_is_what_the_tour_says(tour):

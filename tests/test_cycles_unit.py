@@ -20,7 +20,8 @@ from gpuan.cycles.patterns import Pattern, distinct_patterns
 from gpuan.cycles.periods import idle_before
 from gpuan.cycles.sequence import Sequence, is_comm_name, sequences
 from gpuan.cycles.signature import signature
-from gpuan.cycles.tables import build
+from gpuan.cycles.tables import combine, part
+from gpuan.engine.parts import tagged
 from gpuan.outputs.cycles import csv_text
 from gpuan.result import Result
 from gpuan.trace.cycle_csv import read_cycle_csv
@@ -199,7 +200,7 @@ def test_position_stats_against_numpy():
 
 def render(seq, seg) -> str:
     """The cycle CSV of `seg`'s outer cycle, as ``gpuan cycles -o`` writes it."""
-    result = Result("cycles", build([SequenceCycles(seq, [seg])], [], {}), {})
+    result = Result("cycles", combine(tagged(part([SequenceCycles(seq, [seg])]), 0)), {})
     return csv_text(result, 0)
 
 

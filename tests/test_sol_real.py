@@ -253,7 +253,7 @@ def test_cuda_graph_launch_and_flow_arrows_link_generated_trace():
     activities = trace.of_kind("kernel")
     links = link(activities, trace.of_kind("runtime"), trace.of_kind("cpu_op"), trace.flows)
     assert links.op_of_activity.tolist() == [0, 0, 0, 1]
-    ops, busy, _, _ = trace_ops(trace)
+    ops, busy, *_ = trace_ops(trace)
     table = ops.to_pandas().set_index("name")
     # the graph op: the union of its three kernels (1000..1090 and 1200..1250), not their sum
     assert table.loc["aten::graph_replay", "measured_ns"] == 140 and table.loc["aten::graph_replay", "kernels"] == 3

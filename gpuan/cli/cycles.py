@@ -59,18 +59,41 @@ def show(
     fmt: str = "text",
 ) -> int:
     """Detect the cycles of the trace at `path`, write the CSVs under `base` (if given), print the report;
-    returns the exit code."""
-    from gpuan import cycles
-    from gpuan.cli.loading import load_trace
+    returns the exit code. Under ``mpirun`` a run directory's ranks are shared among the processes, each
+    searching its ranks' sequences (:mod:`gpuan.cli.dealt`)."""
+    from gpuan.cli.dealt import run_over
+
+    options = {"mode": mode, "kind": kind, "ops": ops, "sequences": sequences}
+
+    def plain() -> int:
+        from gpuan import cycles
+        from gpuan.cli.loading import load_trace
+
+        return _emit(cycles.analyse(load_trace(path), **options), path, base, fmt)
+
+    def dealt(procs) -> int:
+        from gpuan.cli.dealt import device
+        from gpuan.cycles.analysis import PART_SCHEMAS, combine, partial
+        from gpuan.trace.dealt import load_dealt, map_ranks
+
+        run = load_dealt(path, procs, device=device())
+        parts = map_ranks(run, lambda trace: partial(trace, **options), PART_SCHEMAS)
+        return 0 if parts is None else _emit(combine(parts, **options), path, base, fmt)
+
+    return run_over(path, plain, dealt)
+
+
+def _emit(result, path: str, base: str | None, fmt: str) -> int:
+    """Write the CSVs of a cycles `result` under `base` (if given) and print its report; returns the exit
+    code."""
     from gpuan.errors import TraceError
     from gpuan.outputs import cycles as output
 
-    result = cycles.analyse(load_trace(path), mode=mode, kind=kind, ops=ops, sequences=sequences)
     if not result.summary["events"]:
-        raise TraceError(path, f"no {kind} events to look for cycles in")
+        raise TraceError(path, f"no {result.summary['kind']} events to look for cycles in")
     if base and not output.write_csvs(result, base):
         # not an error (a trace may hold no repetition), but say why no file appeared, beside stdout's report
-        what = "prefill or decode phase" if mode == "llm" else "repeating pattern"
+        what = "prefill or decode phase" if result.summary["mode"] == "llm" else "repeating pattern"
         print(f"gpuan: no {what} found in {path}: no files written", file=sys.stderr)
     print(output.json_text(result, path, base) if fmt == "json" else output.text(result), end="")
     return 0

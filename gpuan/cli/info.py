@@ -25,11 +25,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(path: str, *, fmt: str = "text", top: int = 10) -> int:
-    """Load the trace at `path` and print what is in it as text or JSON; returns the exit code (0)."""
-    from gpuan.cli.loading import load_trace
-    from gpuan.info import analyse
+    """Load the trace at `path` and print what is in it as text or JSON; returns the exit code (0). Under
+    ``mpirun`` a run directory's ranks are shared among the processes (:mod:`gpuan.cli.dealt`)."""
+    from gpuan.cli.dealt import run_over
+
+    def plain() -> int:
+        from gpuan.cli.loading import load_trace
+        from gpuan.info import analyse
+
+        return _print(analyse(load_trace(path), top=top), fmt)
+
+    def dealt(procs) -> int:
+        from gpuan.cli.dealt import device
+        from gpuan.info.analysis import PART_SCHEMAS, combine, partial
+        from gpuan.trace.dealt import load_dealt, map_ranks
+
+        run = load_dealt(path, procs, device=device())
+        parts = map_ranks(run, partial, PART_SCHEMAS)
+        return 0 if parts is None else _print(combine(parts, run.metadata, top=top), fmt)
+
+    return run_over(path, plain, dealt)
+
+
+def _print(result, fmt: str) -> int:
     from gpuan.outputs import info as output
 
-    result = analyse(load_trace(path), top=top)
     print(output.json_text(result) if fmt == "json" else output.text(result), end="")
     return 0

@@ -47,14 +47,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``gpuan sol`` (or ``gpuan sol calibrate``) with the parsed `args`; returns the exit code."""
+    """Run ``gpuan sol`` (or ``gpuan sol calibrate``) with the parsed `args`; returns the exit code. Under
+    ``mpirun`` a run directory's ranks are shared among the processes (:mod:`gpuan.cli.dealt`)."""
     if args.trace == "calibrate":
         return _calibrate(args)
-    from gpuan.cli.loading import load_trace
+    from gpuan.cli.dealt import run_over
     from gpuan.devices.ceilings import read_ceilings
     from gpuan.errors import UsageError
     from gpuan.outputs import sol as output
-    from gpuan.sol import analyse
     from gpuan.sol.analysis import LOST_ROWS
 
     # --cpu roofs are always measured ones; datasheet roofs read no ceilings file
@@ -63,10 +63,39 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--ceilings-file needs --ceilings measured or --cpu")
     if args.output:
         output.check_table_path(args.output)
-    trace = load_trace(args.trace)
-    ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
     # the lost-time table holds at least the rows the XLSX "top lost" sheet shows
-    result = analyse(trace, gpu=args.gpu, cpu=args.cpu, ceilings=ceilings, tf32=args.tf32, top=max(args.top, LOST_ROWS))
+    options = {"gpu": args.gpu, "cpu": args.cpu, "tf32": args.tf32, "top": max(args.top, LOST_ROWS)}
+
+    def plain() -> int:
+        from gpuan.cli.loading import load_trace
+        from gpuan.sol import analyse
+
+        trace = load_trace(args.trace)
+        ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
+        return _emit(args, analyse(trace, ceilings=ceilings, **options))
+
+    def dealt(procs) -> int:
+        from gpuan.cli.dealt import device
+        from gpuan.sol.analysis import combine
+        from gpuan.sol.score import ACTIVITY_KINDS, EVENT_WORDS, RANK_OPS_SCHEMAS, rank_ops
+        from gpuan.trace.dealt import any_rank, load_dealt, map_ranks, unified_dictionaries
+
+        run = load_dealt(args.trace, procs, device=device())
+        ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
+        gpu_activity = any_rank(run, lambda trace: len(trace.of_kind(*ACTIVITY_KINDS)) > 0)
+        parts = map_ranks(run, lambda trace: rank_ops(trace, gpu_activity), RANK_OPS_SCHEMAS)
+        words = unified_dictionaries(run, "events", EVENT_WORDS)
+        if parts is None:  # not process 0: it only helped
+            return 0
+        return _emit(args, combine(parts, run.metadata, words, gpu_activity=gpu_activity, ceilings=ceilings, **options))
+
+    return run_over(args.trace, plain, dealt)
+
+
+def _emit(args: argparse.Namespace, result) -> int:
+    """Write the files asked for and print the report of a sol `result`; returns the exit code."""
+    from gpuan.outputs import sol as output
+
     if args.output:
         output.write_table(result, args.output)
     if args.html:

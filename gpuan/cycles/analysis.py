@@ -1,12 +1,16 @@
 """``gpuan cycles`` as a function: :func:`analyse` turns the cycles :func:`~gpuan.cycles.detect.detect` finds
-into a :class:`~gpuan.result.Result` of Arrow tables."""
+into a :class:`~gpuan.result.Result` of Arrow tables, by way of :func:`partial` and :func:`combine` (the
+steps a run's ranks take when the processes of an MPI job share them)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from gpuan.cycles import tables
 from gpuan.cycles.detect import detect
-from gpuan.cycles.patterns import distinct_patterns, llm_phases
 from gpuan.engine import Engine, resolve
+from gpuan.engine.parts import tagged
 from gpuan.errors import UsageError
 from gpuan.options import CYCLES_MODES, CYCLES_OPS, CYCLES_SEQUENCES
 from gpuan.result import Result
@@ -45,21 +49,49 @@ def analyse(
     Summary: ``kind``, ``mode``, ``ops``, ``sequences`` (the options), ``events`` (searched, all
     sequences), ``segments``, ``patterns`` and ``phases`` (their names). A trace without events of `kind`
     gives empty tables and ``events`` 0."""
+    parts = tagged(partial(trace, engine=engine, mode=mode, kind=kind, ops=ops, sequences=sequences), 0)
+    return combine(parts, mode=mode, kind=kind, ops=ops, sequences=sequences)
+
+
+#: the tables of :func:`partial` (:data:`gpuan.cycles.tables.PART_SCHEMAS`)
+PART_SCHEMAS = tables.PART_SCHEMAS
+
+
+def partial(
+    trace: Trace,
+    *,
+    engine: Engine | str | None = None,
+    mode: str = "all",
+    kind: str = "kernel",
+    ops: str = "top",
+    sequences: str = "group",
+) -> dict[str, pa.Table]:
+    """Return the cycles of `trace` as :func:`combine` takes them (:func:`gpuan.cycles.tables.part`): every
+    sequence is searched on its own, so the partials of a run's ranks (each on the run's clock),
+    concatenated, give the cycles of the merged run: ``gpuan cycles RUN_DIR`` under ``mpirun`` makes one
+    per rank. The options are :func:`analyse`'s."""
     _check("mode", mode, CYCLES_MODES)
     _check("kind", kind, KINDS)
     _check("ops", ops, CYCLES_OPS)
     _check("sequences", sequences, CYCLES_SEQUENCES)
     found = detect(trace, kind, sequences=sequences, ops=ops, engine=resolve(engine))
-    patterns = distinct_patterns(found)
-    phases = llm_phases(found) if mode == "llm" else {}
+    return tables.part(found, llm=mode == "llm")
+
+
+def combine(
+    parts: dict[str, pa.Table], *, mode: str = "all", kind: str = "kernel", ops: str = "top", sequences: str = "group"
+) -> Result:
+    """Return the cycles Result (see :func:`analyse`, with the same options) of the partials `parts`
+    (:func:`partial`, tagged with their part by :mod:`gpuan.engine.parts` and in part order)."""
+    found = tables.combine(parts)
     summary = {
         "kind": kind,
         "mode": mode,
         "ops": ops,
         "sequences": sequences,
-        "events": sum(len(sc.sequence) for sc in found),
-        "segments": sum(len(sc.segments) for sc in found),
-        "patterns": len(patterns),
-        "phases": list(phases),
+        "events": int(pc.sum(found["sequences"]["events"]).as_py() or 0),
+        "segments": found["segments"].num_rows,
+        "patterns": found["patterns"].num_rows,
+        "phases": found["phases"]["phase"].to_pylist(),
     }
-    return Result("cycles", tables.build(found, patterns, phases), summary)
+    return Result("cycles", found, summary)

@@ -106,45 +106,52 @@ def _canonical(template: np.ndarray) -> tuple[int, ...]:
 
 
 def distinct_patterns(found: list[SequenceCycles]) -> list[Pattern]:
-    """Every distinct pattern (outer cycles and sub-cycles), ordered by temporal centre.
-
-    A pattern seen in several segments of one sequence (or as a rotation of one seen earlier) becomes one
-    pattern whose instances are all of theirs, re-aligned to the first one's rotation.
-    """
-    out: list[Pattern] = []
-    for sc in found:
-        seq = sc.sequence
-        by_form: dict[tuple[int, ...], int] = {}
-        for si, seg in enumerate(sc.segments):
-            cycles = ([("cycle", seg.cycle)] if seg.cycle is not None else []) + [
-                ("sub-cycle", sub) for sub in seg.sub_cycles
-            ]
-            for role, cyc in cycles:
-                form = _canonical(cyc.template)
-                if form not in by_form:
-                    by_form[form] = len(out)
-                    out.append(Pattern(seq, si, role, cyc))
-                    continue
-                first = out[by_form[form]]
-                # two rotations of one canonical form: an exact shift exists
-                d = periods.rotation_of(first.cycle.template, cyc.template, cyc.length)
-                if first.cycle.ordered and cyc.ordered:
-                    moved = realigned(cyc.starts, cyc.length, d)
-                    starts = np.union1d(first.cycle.starts, moved)
-                    merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
-                elif d == 0:
-                    rows = np.concatenate([first.cycle.positions(), cyc.positions()])
-                    rows = rows[np.argsort(rows.min(axis=1), kind="stable")]
-                    merged = Cycle(first.cycle.template, rows.min(axis=1), first.cycle.offset,
-                                   first.cycle.per_parent, rows)  # fmt: skip
-                else:
-                    # a rotation of an interleaved pattern has other instances: it stays a pattern of its own
-                    out.append(Pattern(seq, si, role, cyc))
-                    continue
-                out[by_form[form]] = Pattern(seq, first.segment, first.role, merged)
+    """Every distinct pattern (outer cycles and sub-cycles), ordered by temporal centre: those of each
+    sequence (:func:`sequence_patterns`), one sequence after another, sorted by centre (stable)."""
+    out = [p for sc in found for p in sequence_patterns(sc)]
     keyed = [(p.centre_ns(), i, p) for i, p in enumerate(out)]
     keyed.sort(key=lambda x: (x[0], x[1]))
     return [p for _, _, p in keyed]
+
+
+def sequence_patterns(sc: SequenceCycles) -> list[Pattern]:
+    """The distinct patterns of one sequence, in the order first seen (segment by segment, each segment's
+    cycle before its sub-cycles).
+
+    A pattern seen in several segments of the sequence (or as a rotation of one seen earlier) becomes one
+    pattern whose instances are all of theirs, re-aligned to the first one's rotation.
+    """
+    out: list[Pattern] = []
+    seq = sc.sequence
+    by_form: dict[tuple[int, ...], int] = {}
+    for si, seg in enumerate(sc.segments):
+        cycles = ([("cycle", seg.cycle)] if seg.cycle is not None else []) + [
+            ("sub-cycle", sub) for sub in seg.sub_cycles
+        ]
+        for role, cyc in cycles:
+            form = _canonical(cyc.template)
+            if form not in by_form:
+                by_form[form] = len(out)
+                out.append(Pattern(seq, si, role, cyc))
+                continue
+            first = out[by_form[form]]
+            # two rotations of one canonical form: an exact shift exists
+            d = periods.rotation_of(first.cycle.template, cyc.template, cyc.length)
+            if first.cycle.ordered and cyc.ordered:
+                moved = realigned(cyc.starts, cyc.length, d)
+                starts = np.union1d(first.cycle.starts, moved)
+                merged = Cycle(first.cycle.template, starts, first.cycle.offset, first.cycle.per_parent)
+            elif d == 0:
+                rows = np.concatenate([first.cycle.positions(), cyc.positions()])
+                rows = rows[np.argsort(rows.min(axis=1), kind="stable")]
+                merged = Cycle(first.cycle.template, rows.min(axis=1), first.cycle.offset,
+                               first.cycle.per_parent, rows)  # fmt: skip
+            else:
+                # a rotation of an interleaved pattern has other instances: it stays a pattern of its own
+                out.append(Pattern(seq, si, role, cyc))
+                continue
+            out[by_form[form]] = Pattern(seq, first.segment, first.role, merged)
+    return out
 
 
 def _main_cycle(seg: Segment) -> tuple[str, Cycle] | None:

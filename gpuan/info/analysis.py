@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 from gpuan.arrays import unique_rows
 from gpuan.engine import Engine, resolve
 from gpuan.engine.intervals import busy_time
+from gpuan.engine.parts import Parts, tagged
 from gpuan.result import Result
 from gpuan.trace.kinds import KINDS
 from gpuan.trace.table import NULL64, Trace, kind_mask
@@ -54,29 +55,72 @@ def analyse(trace: Trace, *, engine: Engine | str | None = None, top: int = 10) 
     kernel_ns, busy_ns: per GPU stream) and ``top_kernels`` (name, count, total_ns, mean_ns, share: the
     `top` kernels by total time). Summary: source, format, events, flows, ranks, span_ns, start_ns,
     end_ns (times in ns from the trace's start)."""
+    return combine(tagged(partial(trace, engine=engine), 0), trace.metadata, top=top)
+
+
+#: the tables of :func:`partial`: what one rank (or a whole trace) holds, in sums and rows that add up
+PART_SCHEMAS = {
+    "kinds": KINDS_SCHEMA,
+    "other_categories": pa.schema([("category", pa.string()), ("events", pa.int64())]),
+    "ranks": pa.schema([("rank", pa.int64())]),
+    "devices": pa.schema([("device", pa.int64())]),
+    "streams": STREAMS_SCHEMA,
+    "kernels": pa.schema([("name", pa.string()), ("total_ns", pa.int64()), ("count", pa.int64())]),
+    "totals": pa.schema([("events", pa.int64()), ("flows", pa.int64()), ("start_ns", pa.int64()),
+                         ("end_ns", pa.int64())]),
+}  # fmt: skip
+
+
+def partial(trace: Trace, *, engine: Engine | str | None = None) -> Parts:
+    """Return what :func:`combine` makes the info of: the events per kind and per category of kind
+    "other", the ranks and devices that occur, the rows of the GPU streams (each stream is of one rank),
+    the kernels' time and count by name, and the totals (events, flows, earliest start and latest end,
+    null without a time). The partials of a run's ranks (each on the run's clock), concatenated, give the
+    info of the merged run: ``gpuan info RUN_DIR`` under ``mpirun`` makes one per rank."""
     engine = resolve(engine)
     ev = trace.events
-    per_kind = {k: 0 for k in KINDS}
     # decoded once: counted here and filtered by _other_categories
     kind = ev["kind"].combine_chunks().dictionary_decode() if ev.num_rows else None
-    if kind is not None:
-        for item in pc.value_counts(kind):
-            per_kind[item["values"].as_py()] = item["counts"].as_py()
+    kinds = [] if kind is None else [(item["values"].as_py(), item["counts"].as_py()) for item in pc.value_counts(kind)]
     start, end = _span(ev)
-    ranks = sorted(r for r in pc.unique(ev["rank"]).to_pylist() if r is not None)
+    tables = {
+        "kinds": {"kind": [k for k, _ in kinds], "events": [n for _, n in kinds]},
+        "other_categories": _other_categories(ev, kind),
+        "ranks": {"rank": pc.unique(ev["rank"]).drop_null().cast(pa.int64())},
+        "devices": {"device": pc.unique(ev["device"]).drop_null().cast(pa.int64())},
+        "streams": _streams(trace.of_kind(*GPU_ACTIVITY), engine),
+        "kernels": _kernel_times(trace.of_kind("kernel")),
+        "totals": {"events": [ev.num_rows], "flows": [trace.flows.num_rows], "start_ns": [start], "end_ns": [end]},
+    }
+    return {name: _table(rows, PART_SCHEMAS[name]) for name, rows in tables.items()}
+
+
+def _table(rows: dict | list, schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=schema) if isinstance(rows, list) else pa.table(rows, schema=schema)
+
+
+def combine(parts: Parts, metadata: dict, *, top: int = 10) -> Result:
+    """Return the info Result (see :func:`analyse`) of the partials `parts` (:func:`partial`, tagged with
+    their part by :mod:`gpuan.engine.parts` and in part order) of a trace whose `metadata` (the merged
+    run's, for a run's ranks) gives its source, format and devices."""
+    counted = parts["kinds"].group_by("kind", use_threads=False).aggregate([("events", "sum")])
+    per_kind = dict.fromkeys(KINDS, 0) | dict(zip(counted["kind"].to_pylist(), counted["events_sum"].to_pylist()))
+    totals = parts["totals"]
+    ranks = sorted(set(parts["ranks"]["rank"].to_pylist()))
+    start, end = _earliest_latest(totals)
     kinds = [{"kind": k, "events": v} for k, v in per_kind.items() if v]
     tables = {
         "kinds": pa.Table.from_pylist(kinds, schema=KINDS_SCHEMA),
-        "other_categories": pa.Table.from_pylist(_other_categories(ev, kind), schema=OTHER_SCHEMA),
-        "devices": pa.Table.from_pylist(_devices(trace), schema=DEVICES_SCHEMA),
-        "streams": pa.Table.from_pylist(_streams(trace.of_kind(*GPU_ACTIVITY), engine), schema=STREAMS_SCHEMA),
-        "top_kernels": pa.Table.from_pylist(_top_kernels(trace.of_kind("kernel"), top), schema=KERNELS_SCHEMA),
+        "other_categories": pa.Table.from_pylist(_categories(parts["other_categories"]), schema=OTHER_SCHEMA),
+        "devices": pa.Table.from_pylist(_devices(metadata, parts["devices"]["device"]), schema=DEVICES_SCHEMA),
+        "streams": _sorted_streams(parts["streams"]),
+        "top_kernels": pa.Table.from_pylist(_top_kernels(parts["kernels"], top), schema=KERNELS_SCHEMA),
     }
     summary = {
-        "source": trace.metadata.get("source"),
-        "format": trace.metadata.get("format"),
-        "events": ev.num_rows,
-        "flows": trace.flows.num_rows,
+        "source": metadata.get("source"),
+        "format": metadata.get("format"),
+        "events": int(pc.sum(totals["events"]).as_py() or 0),
+        "flows": int(pc.sum(totals["flows"]).as_py() or 0),
         "ranks": ranks,
         "span_ns": end - start,
         "start_ns": start,
@@ -85,17 +129,28 @@ def analyse(trace: Trace, *, engine: Engine | str | None = None, top: int = 10) 
     return Result("info", tables, summary)
 
 
+def _earliest_latest(totals: pa.Table) -> tuple[int, int]:
+    """Return the (earliest start, latest end) over the partials' totals: (0, 0) without events, 0 for
+    either where no event has a time."""
+    if not pc.sum(totals["events"]).as_py():
+        return 0, 0
+    return int(pc.min(totals["start_ns"]).as_py() or 0), int(pc.max(totals["end_ns"]).as_py() or 0)
+
+
 def _other_categories(ev: pa.Table, kind: pa.Array | None) -> list[dict]:
-    """Return the categories of the events of kind "other", most events first: category, events, and
-    what the category holds where gpuan knows it. `kind` is the events' kind column decoded (None when
-    there are no events)."""
+    """Return the categories of the events of kind "other" with their events. `kind` is the events' kind
+    column decoded (None when there are no events)."""
     if kind is None:
         return []
     cats = pc.fill_null(ev["cat"].combine_chunks().dictionary_decode().filter(pc.equal(kind, "other")), "(none)")
-    counted = sorted(
-        ((column["values"].as_py(), column["counts"].as_py()) for column in pc.value_counts(cats)),
-        key=lambda x: (-x[1], x[0]),
-    )
+    return [{"category": c["values"].as_py(), "events": c["counts"].as_py()} for c in pc.value_counts(cats)]
+
+
+def _categories(counts: pa.Table) -> list[dict]:
+    """Return the categories of kind "other" of the partials' `counts`, most events first: category,
+    events, and what the category holds where gpuan knows it."""
+    summed = counts.group_by("category", use_threads=False).aggregate([("events", "sum")])
+    counted = sorted(zip(summed["category"].to_pylist(), summed["events_sum"].to_pylist()), key=lambda x: (-x[1], x[0]))
     return [{"category": cat, "events": n, "what": _category_note(cat)} for cat, n in counted]
 
 
@@ -107,24 +162,24 @@ def _category_note(cat: str) -> str | None:
     return None
 
 
-def _span(ev: pa.Table) -> tuple[int, int]:
-    """Return the (earliest start, latest end) of the events, in ns."""
+def _span(ev: pa.Table) -> tuple[int | None, int | None]:
+    """Return the (earliest start, latest end) of the events, in ns; None where no event has a time."""
     if ev.num_rows == 0:
-        return 0, 0
+        return None, None
     ends = pc.add(ev["ts"], pc.fill_null(ev["dur"], 0))
-    return int(pc.min(ev["ts"]).as_py() or 0), int(pc.max(ends).as_py() or 0)
+    return pc.min(ev["ts"]).as_py(), pc.max(ends).as_py()
 
 
-def _devices(trace: Trace) -> list[dict]:
-    """Return the devices that have GPU activity: id, name and SM count where the trace has them, and the
-    ROCm agent id its events carry with the evidence that mapped it (else None)."""
-    listed = trace.metadata.get("device_properties") or []
+def _devices(metadata: dict, used: pa.ChunkedArray) -> list[dict]:
+    """Return the devices that have GPU activity (`used`: the device ids the events hold): id, name and SM
+    count where the trace's `metadata` has them, and the ROCm agent id its events carry with the evidence
+    that mapped it (else None)."""
+    listed = metadata.get("device_properties") or []
     # only whole-number ids can match the device column (a damaged file's list or dict id would not hash)
     props = {p["id"]: p for p in listed if isinstance(p, dict) and isinstance(p.get("id"), int)}
-    agents = trace.metadata.get("device_agents") or {}
-    used = pc.unique(trace.events["device"]).to_pylist()
+    agents = metadata.get("device_agents") or {}
     out = []
-    for device in sorted(x for x in used if x is not None):
+    for device in sorted(set(used.to_pylist())):
         known = props.get(device, {})
         agent = agents.get("agents", {}).get(str(device))
         out.append({
@@ -172,24 +227,42 @@ def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
     return out
 
 
-def _top_kernels(kernels: pa.Table, top: int) -> list[dict]:
-    """Return the `top` kernels of the kernel rows by total time: name, count, total, mean, and share of
-    kernel time."""
+def _sorted_streams(rows: pa.Table) -> pa.Table:
+    """Return the partials' stream rows (each stream is of one rank) ordered by (rank, device, stream),
+    missing values first."""
+    rows = rows.select(STREAMS_SCHEMA.names)
+    if rows.num_rows < 2:
+        return rows
+    keys = [rows[c].fill_null(NULL64).to_numpy() for c in ("stream", "device", "rank")]
+    return rows.take(pa.array(np.lexsort(keys)))
+
+
+def _kernel_times(kernels: pa.Table) -> dict:
+    """Return the kernel rows' time and count by name."""
     if kernels.num_rows == 0:
-        return []
+        return {"name": [], "total_ns": [], "count": []}
     named = pa.table({"name": kernels["name"].combine_chunks().dictionary_decode(), "dur": kernels["dur"].fill_null(0)})
     agg = named.group_by("name", use_threads=False).aggregate([("dur", "sum"), ("dur", "count")])
-    agg = agg.sort_by([("dur_sum", "descending"), ("name", "ascending")])
-    total = int(pc.sum(named["dur"]).as_py() or 0)
+    return {"name": agg["name"], "total_ns": agg["dur_sum"], "count": agg["dur_count"]}
+
+
+def _top_kernels(times: pa.Table, top: int) -> list[dict]:
+    """Return the `top` kernels of the partials' kernel `times` by total time: name, count, total, mean, and
+    share of kernel time."""
+    if times.num_rows == 0:
+        return []
+    agg = times.group_by("name", use_threads=False).aggregate([("total_ns", "sum"), ("count", "sum")])
+    agg = agg.sort_by([("total_ns_sum", "descending"), ("name", "ascending")])
+    total = int(pc.sum(times["total_ns"]).as_py() or 0)
     out = []
     for row in agg.slice(0, top).to_pylist():
         out.append(
             {
                 "name": row["name"],
-                "count": row["dur_count"],
-                "total_ns": row["dur_sum"],
-                "mean_ns": row["dur_sum"] / row["dur_count"],
-                "share": row["dur_sum"] / total if total else 0.0,
+                "count": row["count_sum"],
+                "total_ns": row["total_ns_sum"],
+                "mean_ns": row["total_ns_sum"] / row["count_sum"],
+                "share": row["total_ns_sum"] / total if total else 0.0,
             }
         )
     return out

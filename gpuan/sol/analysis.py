@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from gpuan.devices.model import Ceilings
 from gpuan.engine import Engine
 from gpuan.result import Result
-from gpuan.sol.score import score
+from gpuan.sol.roofs import roofs_for
+from gpuan.sol.score import merged_ops, score, scored_ops
 from gpuan.sol.sections import result
 from gpuan.trace.table import Trace
 
@@ -35,3 +38,28 @@ def analyse(
     against TF32 tensor cores; `engine`: None, "cpu", "gpu", "auto" or an Engine."""
     scored = score(trace, gpu=gpu, cpu=cpu, ceilings=ceilings, tf32=tf32, engine=engine)
     return result(scored, top)
+
+
+def combine(
+    parts: dict[str, pa.Table],
+    metadata: dict,
+    words: dict[str, pa.Array],
+    *,
+    gpu_activity: bool,
+    engine: Engine | str | None = None,
+    gpu: str | None = None,
+    cpu: bool = False,
+    ceilings: str | Ceilings = "datasheet",
+    tf32: bool = False,
+    top: int = LOST_ROWS,
+) -> Result:
+    """Return :func:`analyse` of a merged run from its ranks' ops (`parts`: :func:`gpuan.sol.score.rank_ops`
+    of each rank, in rank order; `gpu_activity`: whether any rank has GPU activity), the merged run's
+    `metadata` and the merged event table's dictionaries `words` (:func:`gpuan.sol.score.merged_ops`). The
+    ops are scored here, on the whole table: whether FP32 matrix ops run on TF32, the element size of
+    tensor lists and the clock's resolution are the run's, and the sections' sums run over every op in its
+    order."""
+    source = str(metadata.get("source", ""))
+    roofs = roofs_for(metadata, source, gpu=gpu, cpu=cpu, ceilings=ceilings)
+    found = merged_ops(parts, gpu_activity, words)
+    return result(scored_ops(found, roofs, source, tf32=tf32, engine=engine), top)

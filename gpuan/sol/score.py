@@ -38,6 +38,8 @@ TF32_KERNELS = r"(?i)tf32|tensorop_s"
 #: tail): it is latency bound, whatever its FLOPs and bytes
 LATENCY_NS = 3000.0
 BOUNDS = ("compute", "memory", "latency", "unmodelled", "memory (L2)")
+#: the GPU activities that ops are measured by; a trace without any is scored as a CPU trace
+ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
 #: autograd nodes whose recorded input, the incoming gradient, the ops under them read expanded (a stride-0
 #: view) to the forward input's shape: the backward of mean and sum
 EXPANDING_BACKWARD = r"^(Mean|Sum)Backward\d*$"
@@ -122,7 +124,14 @@ def score(
     cores; `engine` as for :func:`gpuan.engine.resolve`."""
     source = str(trace.metadata.get("source", ""))
     roofs = roofs_for(trace.metadata, source, gpu=gpu, cpu=cpu, ceilings=ceilings)
-    found = trace_ops(trace)
+    return scored_ops(trace_ops(trace), roofs, source, tf32=tf32, engine=engine)
+
+
+def scored_ops(
+    found: TraceOps, roofs: Roofs, source: str, *, tf32: bool = False, engine: Engine | str | None = None
+) -> Scored:
+    """Return the ops `found` in a trace (:func:`trace_ops`, or :func:`merged_ops` of a run's ranks)
+    scored against `roofs` (see :func:`score`)."""
     scored = score_ops(found.ops, roofs, tf32=tf32, resolution_ns=found.resolution_ns, engine=engine)
     return Scored(scored, roofs, found.busy_ns, source, found.on_cpu)
 
@@ -137,31 +146,104 @@ def _strings(table: pa.Table, name: str) -> pa.Array:
 class TraceOps(NamedTuple):
     """``ops``: one row per op to score (:data:`OPS_SCHEMA`); ``busy_ns``: the busy time they fall in;
     ``resolution_ns``: the resolution of the trace's clock (1000 where every time is a whole µs);
-    ``on_cpu``: the trace has no GPU activity."""
+    ``on_cpu``: the trace has no GPU activity; ``launched``: the first rows that are ops (the rest are GPU
+    activities that no op launched)."""
 
     ops: pa.Table
     busy_ns: int
     resolution_ns: int
     on_cpu: bool
+    launched: int = 0
 
 
 def _resolution(start: np.ndarray, end: np.ndarray) -> int:
     return 0 if (start % 1000).any() or (end % 1000).any() else 1000
 
 
-def trace_ops(trace: Trace) -> TraceOps:
+def trace_ops(trace: Trace, gpu_activity: bool | None = None) -> TraceOps:
     """Return the ops of `trace` to score, with their measured time.
 
     With GPU activity: the leaf ops that launched kernels, memcpys or memsets, each measured as the union of
     its activities' intervals, plus one row per activity no op launched (it counts as unmodelled). Without
     (a CPU trace): the outermost ops that have a cost model, each measured by its duration, plus the
-    top-level ops that hold none of them."""
-    activities = trace.of_kind("kernel", "memcpy", "memset")
+    top-level ops that hold none of them. `gpu_activity` says which (default: whether `trace` has GPU
+    activity; a rank of a run takes the run's answer)."""
+    activities = trace.of_kind(*ACTIVITY_KINDS)
     ops = trace.of_kind("cpu_op")
+    if gpu_activity is None:
+        gpu_activity = activities.num_rows > 0
+    if gpu_activity and not activities.num_rows:  # a rank without GPU work in a run with some
+        return TraceOps(OPS_SCHEMA.empty_table(), 0, 0, False)
     phases, paths = phase_paths(trace.of_kind("annotation"))
-    if activities.num_rows:
+    if gpu_activity:
         return _gpu_ops(trace, activities, ops, phases, paths)
     return _cpu_ops(ops, phases, paths)
+
+
+#: the tables of :func:`rank_ops`: a rank's ops (``lone``: a GPU activity no op launched), and its totals
+#: (``timed``: the events its clock resolution was judged on)
+RANK_OPS_SCHEMAS = {
+    "ops": OPS_SCHEMA.append(pa.field("lone", pa.bool_())),
+    "totals": pa.schema([("busy_ns", pa.int64()), ("resolution_ns", pa.int64()), ("timed", pa.int64())]),
+}
+#: the ops table's columns whose words are those of an event column (the same dictionary), and whether
+#: only rows of ops (not lone GPU activities) take them from there
+_EVENT_WORDS = {
+    "name": ("name", False),
+    "input_dims": ("input_dims", True),
+    "input_types": ("input_types", True),
+    "concrete_inputs": ("concrete_inputs", True),
+    "caller_dims": ("input_dims", True),
+    "caller_types": ("input_types", True),
+}
+#: the event columns whose dictionaries the ops table carries (:func:`merged_ops`)
+EVENT_WORDS = sorted({column for column, _ in _EVENT_WORDS.values()})
+
+
+def rank_ops(trace: Trace, gpu_activity: bool) -> dict[str, pa.Table]:
+    """Return one rank's part of a run's ops (:data:`RANK_OPS_SCHEMAS`): :func:`trace_ops` of the rank (on
+    the run's clock; `gpu_activity`: whether any rank of the run has GPU activity), with the totals
+    :func:`merged_ops` adds up."""
+    found = trace_ops(trace, gpu_activity)
+    lone = np.arange(found.ops.num_rows) >= found.launched
+    timed = len(trace.of_kind(*(ACTIVITY_KINDS if gpu_activity else ("cpu_op",))))
+    totals = {"busy_ns": [found.busy_ns], "resolution_ns": [found.resolution_ns], "timed": [timed]}
+    return {
+        "ops": found.ops.append_column("lone", pa.array(lone)),
+        "totals": pa.table(totals, schema=RANK_OPS_SCHEMAS["totals"]),
+    }
+
+
+def merged_ops(parts: dict[str, pa.Table], gpu_activity: bool, words: dict[str, pa.Array]) -> TraceOps:
+    """Return :func:`trace_ops` of a merged run from its ranks' :func:`rank_ops` (`parts`, in rank order):
+    the ops of every rank, then the GPU activities that no op launched of every rank, the busy times summed,
+    the clock's resolution that of every rank. `words` are the merged event table's dictionaries of
+    :data:`EVENT_WORDS` (as :func:`gpuan.trace.dealt.unified_dictionaries` gives them), which the columns
+    taken from the events carry; the phases' dictionary is in the order they first appear."""
+    ops, totals = parts["ops"], parts["totals"]
+    lone = ops["lone"].to_numpy(zero_copy_only=False)
+    ops = ops.take(pa.array(np.argsort(lone, kind="stable")))
+    launched = int((~lone).sum())
+    columns = {}
+    for field in OPS_SCHEMA:
+        column = ops[field.name].combine_chunks()
+        if field.name in _EVENT_WORDS:
+            event_column, only_ops = _EVENT_WORDS[field.name]
+            holds = launched if only_ops else ops.num_rows
+            column = _in_dictionary(column, words[event_column] if holds else pa.array([], pa.string()))
+        elif field.name == "phase":
+            column = column.cast(pa.string()).dictionary_encode()
+        columns[field.name] = column
+    timed = totals["timed"].to_numpy() > 0
+    resolution = int(totals["resolution_ns"].to_numpy()[timed].min()) if timed.any() else 0
+    busy = int(pc.sum(totals["busy_ns"]).as_py() or 0)
+    return TraceOps(pa.table(columns).cast(OPS_SCHEMA), busy, resolution, not gpu_activity, launched)
+
+
+def _in_dictionary(column: pa.Array, words: pa.Array) -> pa.DictionaryArray:
+    """Return a string (or dictionary) `column` coded into the dictionary `words`, which holds its words."""
+    values = column.cast(pa.string())
+    return pa.DictionaryArray.from_arrays(pc.index_in(values, value_set=words), words)
 
 
 def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
@@ -229,7 +311,8 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
                for c in ("dims", "types")},
         }
     )  # fmt: skip
-    return TraceOps(table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA), busy, _resolution(start, end), False)
+    ops_table = table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA)
+    return TraceOps(ops_table, busy, _resolution(start, end), False, launched.size)
 
 
 def _lower_in(column: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
@@ -298,7 +381,7 @@ def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
             "caller_types": _callers(ops, parent, rows, "types"),
         }
     )
-    return TraceOps(table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA), busy, _resolution(start, end), True)
+    return TraceOps(table.select(OPS_SCHEMA.names).cast(OPS_SCHEMA), busy, _resolution(start, end), True, rows.size)
 
 
 def _nulls_below(values: np.ndarray) -> pa.Array:
@@ -747,4 +830,7 @@ def _dict(codes: np.ndarray, words) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(indices, pa.array(list(words), pa.string()))
 
 
-__all__ = ["Scored", "score", "score_ops", "trace_ops", "roofline", "OPS_SCHEMA", "LATENCY_NS", "BOUNDS"]
+__all__ = [
+    "Scored", "score", "score_ops", "scored_ops", "trace_ops", "rank_ops", "merged_ops", "roofline", "OPS_SCHEMA",
+    "ACTIVITY_KINDS", "LATENCY_NS", "BOUNDS",
+]  # fmt: skip

@@ -19,39 +19,47 @@ def compiled_on_disk(dispatcher) -> bool:
         return True
 
 
-#: the numba module whose import probes for BLAS by importing scipy.linalg (a quarter to a third of a
-#: second on a 2-core machine: scipy.linalg pulls in numpy.f2py), and the probe it calls
-_ARRAYMATH = "numba.np.arraymath"
+#: numba modules that its first compile or cache load imports (loading its registries), each with what
+#: its import does that no gpuan command needs: see :func:`lighter_numba_start`
+_ARRAYMATH = "numba.np.arraymath"  # asks whether BLAS is there by importing scipy.linalg
+_CFFI_UTILS = "numba.core.typing.cffi_utils"  # imports cffi and pycparser, to type cffi functions
 
 
-class _ArraymathWithoutScipy(importlib.abc.MetaPathFinder):
-    """Import numba's array-math registry with its BLAS probe deferred (see :func:`defer_blas_probe`)."""
+class _LighterNumbaStart(importlib.abc.MetaPathFinder):
+    """Import numba's array-math and cffi registries without scipy.linalg and cffi (see
+    :func:`lighter_numba_start`); every other import goes on to the next finder."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
 
     def find_spec(self, name, path=None, target=None):
-        if name != _ARRAYMATH:
+        if name not in self.names:
             return None
-        sys.meta_path.remove(self)  # once; the finders after this one find the module
+        self.names.discard(name)
+        if not self.names:
+            sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
-        loader = getattr(spec, "loader", None)
-        run = getattr(loader, "exec_module", None)
-        if run is None:
-            return spec
-
-        def exec_module(module):
-            import numba.np.linalg as linalg
-
-            probe = getattr(linalg, "ensure_blas", None)
-            linalg.ensure_blas = _blas_later
-            try:
-                run(module)
-            finally:
-                if probe is not None:  # numba's own probe again, for what compiles BLAS calls
-                    linalg.ensure_blas = probe
-                    if getattr(module, "ensure_blas", None) is _blas_later:
-                        module.ensure_blas = probe
-
-        loader.exec_module = exec_module  # this spec's own loader object: nothing else is patched
+        run = getattr(getattr(spec, "loader", None), "exec_module", None)
+        if run is not None:
+            wrapped = _without_blas_probe if name == _ARRAYMATH else _without_cffi
+            spec.loader.exec_module = lambda module: wrapped(run, module)  # this spec's own loader only
         return spec
+
+
+def _without_blas_probe(run, module) -> None:
+    """Run numba.np.arraymath's import with its BLAS probe answering yes without importing scipy.linalg;
+    numba's own probe again after it (for what compiles BLAS calls)."""
+    import numba.np.linalg as linalg
+
+    probe = getattr(linalg, "ensure_blas", None)
+    linalg.ensure_blas = _blas_later
+    try:
+        run(module)
+    finally:
+        if probe is not None:
+            linalg.ensure_blas = probe
+            if getattr(module, "ensure_blas", None) is _blas_later:
+                module.ensure_blas = probe
 
 
 def _blas_later() -> None:
@@ -59,19 +67,40 @@ def _blas_later() -> None:
     imports scipy.linalg when it compiles a function that calls it, as it does anyway."""
 
 
-def defer_blas_probe() -> None:
-    """Make numba's first compile or cache load of this process skip importing scipy.linalg.
+class _NoCffi(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "cffi" or name.startswith("cffi."):
+            raise ImportError("cffi is not loaded for numba in a gpuan command")
+        return None
 
-    numba loads its array-math registry (``numba.np.arraymath``) on its first compile or cache load,
-    and that module's import asks whether BLAS is there by importing ``scipy.linalg`` (numpy.f2py and
-    scipy's array API layer with it): most of the time a command on a small trace spends loading the
-    compiled scanner, for an answer that only ``np.dot`` and ``np.linalg`` inside numba code need, and no
-    gpuan kernel calls them. Where scipy is installed (where the probe would say yes), this makes the
-    probe say yes without the import; numba still imports scipy.linalg when it compiles a function that
-    calls BLAS. Does nothing where scipy is not installed, where array-math is already imported, or
-    where numba has changed so that the probe is not there. For the command line: a process that
+
+def _without_cffi(run, module) -> None:
+    """Run numba's cffi registry's import as if cffi were not installed (numba then types no cffi
+    function in this process; gpuan hands numba none)."""
+    hide = _NoCffi()
+    sys.meta_path.insert(0, hide)
+    try:
+        run(module)
+    finally:
+        sys.meta_path.remove(hide)
+
+
+def lighter_numba_start() -> None:
+    """Make numba's first compile or cache load of this process import neither scipy.linalg nor cffi.
+
+    numba loads all its registries on its first compile or cache load: a third of a second of a command
+    on a small trace, most of it for two answers no gpuan kernel needs. ``numba.np.arraymath`` asks
+    whether BLAS is there by importing ``scipy.linalg`` (numpy.f2py and scipy's array API layer with
+    it), for ``np.dot`` and ``np.linalg`` inside numba code: where scipy is installed (where the probe
+    would say yes), the probe says yes without the import, and numba still imports scipy.linalg when it
+    compiles a function that calls BLAS. ``numba.core.typing.cffi_utils`` imports cffi (and pycparser)
+    to type cffi functions: it is imported as if cffi were absent. Nothing is done for a module already
+    imported, nor for the probe where scipy is not installed. For the command line: a process that
     imports gpuan as a library keeps numba's own behaviour."""
-    if _ARRAYMATH in sys.modules or importlib.util.find_spec("scipy") is None:
-        return
-    if not any(isinstance(f, _ArraymathWithoutScipy) for f in sys.meta_path):
-        sys.meta_path.insert(0, _ArraymathWithoutScipy())
+    names = set()
+    if _ARRAYMATH not in sys.modules and importlib.util.find_spec("scipy") is not None:
+        names.add(_ARRAYMATH)
+    if _CFFI_UTILS not in sys.modules and "cffi" not in sys.modules:
+        names.add(_CFFI_UTILS)
+    if names and not any(isinstance(f, _LighterNumbaStart) for f in sys.meta_path):
+        sys.meta_path.insert(0, _LighterNumbaStart(names))

@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         previous = _exit_on_sigterm()
         try:
             from gpuan.engine import select  # after parsing: numpy and pyarrow are not needed to say --help
-            from gpuan.jit_cache import defer_blas_probe
+            from gpuan.jit_cache import lighter_numba_start
 
-            defer_blas_probe()  # a third of a second of every command that loads numba code
+            lighter_numba_start()  # a third of a second of every command that loads numba code
             select(args.device)
             with all_or_none():
                 return args.run(args) or 0

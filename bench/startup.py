@@ -1,83 +1,371 @@
-"""Command start-up: what a user waits for before gpuan does any work, process start included.
+"""Whole commands, process start included: what a user waits for from the shell prompt to the prompt.
 
-    python bench/startup.py [--out bench/results] [--repeat 7]
+    python bench/startup.py [--out bench/results] [--repeat 7] [--sizes 50k,250k,1M] [--dir DIR]
+                            [--no-cold] [--no-profiles] [--peer 'uplifter -i {trace}']
 
-Each command is run as a fresh process (`sys.executable -m gpuan ...`, as the console script does) and
-timed from outside, best of `--repeat`. The anchors, measured in the same run: a bare interpreter
-(`python -c pass`) and the imports gpuan's work needs (numpy + pyarrow, and numba). Rows: `--version`,
-`--help`, a usage error, and `gpuan info` on the smallest real trace of ../shared/data (a whole command
-on a small trace: reading, analysis and the console report).
+Every row is a fresh process (``sys.executable -m gpuan ...``, as the console script runs it) timed from
+outside with a wall clock around ``subprocess.run`` (interpreter start, imports, numba's cache load, the
+work, the report and the exit), ``--repeat`` times in a row. The table gives the **median** of those
+fresh processes and their spread (min-max), never the best of N. Their numba cache is warm on disk
+(an untimed run before each series compiles whatever the series needs, once), which is what a user
+pays on every run but the first. The **first call** after installing, with an empty numba cache (it
+compiles the scanner and the analysis' kernels), is measured too, once per command, with
+``NUMBA_CACHE_DIR`` pointed at a fresh empty directory (``--no-cold`` skips it: minutes).
 
-A Markdown table goes to <out>/startup-<date>-<machine>.md with the machine, date and commit.
+Anchors in the same run: a bare interpreter (``python -c pass``), the imports every command's work
+needs (numpy + pyarrow; and numba), and a compiled peer where one is given (``--peer``, a command with
+``{trace}`` for the trace; uplifter, the Go tool ``gpuan cycles`` replaces, where it is on PATH).
+
+Traces, generated once into ``--dir`` (kept between runs, never in the repository):
+
+- ``llm-<size>.json.gz``: ``gpuan.synth.cycles.llm_kernel_trace`` (a vLLM-style prefill, then decode
+  steps of 32 layers, a side stream) written as Kineto JSON with the kernel events CUPTI writes and
+  nothing else: 227k kernels make a 4.8 MB .json.gz, like the issue's 4.7 MB trace of 227k kernels.
+- ``training-50k.json.gz``: ``gpuan.synth.kineto`` (a whole profile of a 32-layer training job:
+  CPU ops with record_shapes, runtime calls, flows, kernels; ~50k kernels in 420k events), and
+  ``gen-50k.json.gz``: ``../shared/tools/gen_kineto_trace.py`` at a size of ~50k kernels
+  (``--no-profiles`` skips both).
+
+A Markdown report goes to <out>/startup-<date>-<machine>.md with the machine, date, commit and the load
+average before and after (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import os
+import shlex
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
+GEN_TOOL = REPO.parent / "shared" / "tools" / "gen_kineto_trace.py"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers of the benchmarks)
+from cycles import parse_size, size_label  # noqa: E402  (shared helpers of the benchmarks)
+from ingest import git_commit, machine_info, save_report, versions  # noqa: E402
 
 SMALL_TRACE = DATA / "kineto" / "a100_triton_example.json.gz"
+DEFAULT_DIR = Path(tempfile.gettempdir()) / "gpuan-bench-startup"
+COMMANDS = ("info", "cycles", "sol")
+PROFILE_KERNELS = 50_000
+TRAINING_KERNELS_PER_STEP = 1_490  # gpuan.synth.kineto, 32 layers
+GEN_KERNELS_PER_MB = 3_180 / 11.8  # ../shared/tools/gen_kineto_trace.py, default layers
+TRACE_START_NS = 5_129_387_241_123_456  # a boot-relative clock, as Kineto's
 
 
-def best_of(argv: list[str], repeat: int) -> float:
-    """Return the fastest wall time, in seconds, of `repeat` fresh runs of `argv` (output discarded)."""
-    times = []
+# ---------------------------------------------------------------------------------------------------
+# Traces
+
+
+def _kernel_head(name: str) -> str:
+    """Return the %-template of one kernel event of `name` (stream, ts, dur, correlation to fill in),
+    laid out as libkineto writes it, with a launch configuration drawn from the name."""
+    h = zlib.crc32(name.encode())
+    regs, grid, block, smem = 16 * (1 + h % 8), 1 + (h >> 3) % 1024, 64 << ((h >> 13) % 4), ((h >> 15) % 4) * 16384
+    quoted = name.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return (
+        '  {\n    "ph": "X", "cat": "kernel", "name": "' + quoted + '", "pid": 0, "tid": %d,\n'
+        '    "ts": %d.%03d, "dur": %d.%03d,\n    "args": {\n'
+        '      "queued": 0, "device": 0, "context": 1,\n'
+        f'      "stream": %d, "correlation": %d, "registers per thread": {regs}, "shared memory": {smem},\n'
+        f'      "blocks per SM": {grid / 132:.6f}, "warps per SM": {grid / 132 * block / 32:.6f}, '
+        f'"grid": [{grid}, 1, 1], "block": [{block}, 1, 1],\n'
+        '      "est. achieved occupancy %%": 0\n    }\n  }'
+    )
+
+
+def write_llm_trace(path: Path, n_kernels: int) -> int:
+    """Write gpuan.synth.cycles' LLM-inference kernels (at least `n_kernels`) as a gzipped Kineto trace of
+    kernel events only; returns the number of kernels."""
+    from gpuan.synth.cycles import llm_kernel_trace
+
+    events = llm_kernel_trace(n_kernels)[0].events
+    names = events.column("name").combine_chunks()
+    ids = names.indices.to_numpy(zero_copy_only=False)
+    heads = [_kernel_head(n) for n in names.dictionary.to_pylist()]
+    ts = events.column("ts").to_numpy() + TRACE_START_NS
+    dur, stream = events.column("dur").to_numpy(), events.column("stream").to_numpy()
+    corr = events.column("correlation").to_numpy()
+    tmp = path.with_suffix(".tmp")
+    with gzip.open(tmp, "wt", compresslevel=6) as f:
+        f.write(
+            '{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {"id": 0, "name": "NVIDIA H100 80GB HBM3", '
+            '"totalGlobalMem": 85520809984, "computeMajor": 9, "computeMinor": 0, "numSms": 132}\n  ],\n'
+            '  "traceEvents": [\n'
+        )
+        step = 65536
+        for a in range(0, ids.size, step):
+            rows = zip(ids[a : a + step].tolist(), stream[a : a + step].tolist(), ts[a : a + step].tolist(),
+                       dur[a : a + step].tolist(), corr[a : a + step].tolist())  # fmt: skip
+            text = ",\n".join(heads[i] % (s, t // 1000, t % 1000, d // 1000, d % 1000, s, c) for i, s, t, d, c in rows)
+            f.write(("" if a == 0 else ",\n") + text)
+        f.write(
+            '\n  ],\n  "traceName": "llm.json",\n  "displayTimeUnit": "ms",\n'
+            '  "baseTimeNanoseconds": 1731000000000000000\n}\n'
+        )
+    tmp.replace(path)
+    return int(ids.size)
+
+
+def _gzip_file(src: Path, dst: Path) -> None:
+    """Write `src` gzipped (level 6) to `dst`."""
+    tmp = dst.with_suffix(".tmp")
+    with open(src, "rb") as f, gzip.open(tmp, "wb", compresslevel=6) as g:
+        shutil.copyfileobj(f, g, 16 << 20)
+    tmp.replace(dst)
+
+
+@dataclass
+class TraceFile:
+    """A generated trace: its label, path and what it holds."""
+
+    label: str
+    path: Path
+    what: str
+
+
+def ensure_traces(directory: Path, sizes: list[int], profiles: bool) -> list[TraceFile]:
+    """Return the benchmark's traces in `directory`, writing those that are missing (not timed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for n in sizes:
+        path = directory / f"llm-{size_label(n)}.json.gz"
+        if not path.exists():
+            print(f"writing {path} ...", flush=True)
+            write_llm_trace(path, n)
+        out.append(TraceFile(f"llm {size_label(n)}", path, "kernels only"))
+    if not profiles:
+        return out
+    path = directory / f"training-{size_label(PROFILE_KERNELS)}.json.gz"
+    if not path.exists():
+        from gpuan.synth.kineto import write_kineto_trace
+
+        print(f"writing {path} ...", flush=True)
+        write_kineto_trace(path, steps=-(-PROFILE_KERNELS // TRAINING_KERNELS_PER_STEP), layers=32, gzip=True)
+    out.append(TraceFile(f"training {size_label(PROFILE_KERNELS)}", path, "whole profile, gpuan.synth.kineto"))
+    if GEN_TOOL.is_file():
+        path = directory / f"gen-{size_label(PROFILE_KERNELS)}.json.gz"
+        if not path.exists():
+            print(f"writing {path} ...", flush=True)
+            plain = directory / "gen.json"
+            size_mb = str(round(PROFILE_KERNELS / GEN_KERNELS_PER_MB))
+            subprocess.run([sys.executable, str(GEN_TOOL), str(plain), "--size-mb", size_mb], check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
+            _gzip_file(plain, path)
+            plain.unlink()
+        out.append(TraceFile(f"gen {size_label(PROFILE_KERNELS)}", path, "whole profile, gen_kineto_trace.py"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Timing
+
+
+@dataclass
+class Row:
+    """One command's fresh-process wall times, in seconds; `base`: the same command's times in the baseline
+    checkout, run alternately with these (empty without one)."""
+
+    what: str
+    times: list[float]
+    base: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+def wall(argv: list[str], *, where: Path = REPO, env: dict[str, str] | None = None, code: int = 0) -> float:
+    """Return the wall time, in seconds, of one fresh run of `argv` in the directory `where` (output
+    discarded); an exit code other than `code` stops the benchmark (the timing of a failure is no timing
+    of the command)."""
+    start = time.perf_counter()
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=where, env=env)
+    seconds = time.perf_counter() - start
+    if r.returncode != code:
+        raise SystemExit(f"{shlex.join(argv)} exited {r.returncode}: {r.stderr.decode()[-2000:]}")
+    return seconds
+
+
+def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Path | None = None) -> Row:
+    """Return `repeat` fresh runs of `argv`, after one untimed run (numba's cache filled and on disk). With
+    a `baseline` checkout (``python -m gpuan`` there runs its gpuan), its runs alternate with these, so
+    that both see the same load."""
+    other = {"where": baseline, "env": {**os.environ, "PYTHONPATH": str(baseline)}} if baseline else None
+    wall(argv, code=code)
+    if other:
+        wall(argv, code=code, **other)
+    row = Row(what, [])
     for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
-        times.append(time.perf_counter() - start)
-    return min(times)
+        row.times.append(wall(argv, code=code))
+        if other:
+            row.base.append(wall(argv, code=code, **other))
+    base = f" (baseline {statistics.median(row.base):.3f} s)" if row.base else ""
+    print(f"  {what}: median {row.median:.3f} s{base}", flush=True)
+    return row
 
 
-def rows(repeat: int) -> list[tuple[str, float]]:
-    """Return (what, seconds) for the anchors and the gpuan commands."""
+def cold(what: str, argv: list[str]) -> Row:
+    """Return the one run of `argv` with an empty numba cache (everything it calls compiles first)."""
+    with tempfile.TemporaryDirectory(prefix="gpuan-cold-numba-") as empty:
+        row = Row(what, [wall(argv, env={**os.environ, "NUMBA_CACHE_DIR": empty})])
+    print(f"  {what} (cold cache): {row.times[0]:.2f} s", flush=True)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------------
+# The run and the report
+
+
+@dataclass
+class Measured:
+    """Everything one run measured."""
+
+    startup: list[Row]
+    per_trace: list[tuple[str, list[Row]]]
+    cold: list[Row]
+    traces: list[TraceFile]
+
+
+def run(args: argparse.Namespace) -> Measured:
+    """Measure everything."""
     py, gpuan = [sys.executable], [sys.executable, "-m", "gpuan"]
-    runs = [
-        ("anchor: python -c pass", [*py, "-c", "pass"]),
-        ("anchor: import numpy, pyarrow", [*py, "-c", "import numpy, pyarrow"]),
-        ("anchor: import numpy, pyarrow, numba", [*py, "-c", "import numpy, pyarrow, numba"]),
-        ("gpuan --version", [*gpuan, "--version"]),
-        ("gpuan --help", [*gpuan, "--help"]),
-        ("gpuan sol --help", [*gpuan, "sol", "--help"]),
-        ("gpuan streams T --streams 0 (usage error)", [*gpuan, "streams", "T", "--streams", "0"]),
+    base = Path(args.baseline).resolve() if args.baseline else None
+    traces = ensure_traces(Path(args.dir), [parse_size(s) for s in args.sizes.split(",")], args.profiles)
+    r = args.repeat
+    print("start-up", flush=True)
+    startup = [
+        series("python -c pass", [*py, "-c", "pass"], r),
+        series("python -c 'import numpy, pyarrow'", [*py, "-c", "import numpy, pyarrow"], r),
+        series("python -c 'import numpy, pyarrow, numba'", [*py, "-c", "import numpy, pyarrow, numba"], r),
+        series("gpuan --version", [*gpuan, "--version"], r, baseline=base),
+        series("gpuan --help", [*gpuan, "--help"], r, baseline=base),
+        series("gpuan streams T --streams 0 (usage error)", [*gpuan, "streams", "T", "--streams", "0"], r, code=2),
     ]
     if SMALL_TRACE.is_file():
-        runs.append((f"gpuan info {SMALL_TRACE.name} (whole command)", [*gpuan, "info", str(SMALL_TRACE)]))
-    best_of(runs[-1][1], 1)  # the numba cache and the page cache warm, as on a user's second run
-    return [(what, best_of(argv, repeat)) for what, argv in runs]
+        small = [*gpuan, "info", str(SMALL_TRACE)]
+        startup.append(series(f"gpuan info {SMALL_TRACE.name} (2 KB)", small, r, baseline=base))
+    per_trace = []
+    for t in traces:
+        print(f"{t.label}: {t.path}", flush=True)
+        rows = [series(f"gpuan {c}", [*gpuan, c, str(t.path)], r, baseline=base) for c in COMMANDS]
+        if args.peer:
+            rows.append(series(f"peer: {args.peer}", shlex.split(args.peer.format(trace=t.path)), r))
+        per_trace.append((t.label, rows))
+    cold_rows = []
+    if args.cold:
+        mid = traces[min(1, len(traces) - 1)]
+        print(f"cold numba cache, {mid.label}", flush=True)
+        cold_rows = [cold(f"gpuan {c} ({mid.label})", [*gpuan, c, str(mid.path)]) for c in COMMANDS]
+    return Measured(startup, per_trace, cold_rows, traces)
 
 
-def report(measured: list[tuple[str, float]], repeat: int) -> str:
-    """Return the Markdown report of the measured rows, each against the bare interpreter."""
+def _commit_of(checkout: Path) -> str:
+    """Return "commit <short hash>" of a checkout, or that it has no git history."""
+    r = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"commit {r.stdout.strip()}" if r.returncode == 0 else "no git history: name it with --baseline-name"
+
+
+def _size(path: Path) -> str:
+    return f"{path.stat().st_size / 1e6:.1f} MB"
+
+
+def _spread(times: list[float]) -> str:
+    return f"{min(times):.3f}-{max(times):.3f}"
+
+
+def _baseline_cells(row: Row) -> list[str]:
+    """The baseline's median and this checkout's speed-up over it, or dashes."""
+    if not row.base:
+        return ["–", "–"]
+    base = statistics.median(row.base)
+    return [f"{base:.3f}", f"{base / row.median:.2f}x"]
+
+
+def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...], ...]) -> str:
+    """Return the Markdown report."""
     info = machine_info()
-    bare = measured[0][1]
+    bare = m.startup[0].median
+    base = f"`{args.baseline}` ({args.baseline_name or _commit_of(Path(args.baseline))})" if args.baseline else None
     lines = [
-        f"# gpuan start-up, {time.strftime('%Y-%m-%d')} on {info['cpu']} ({info['cores']} cores)",
-        f"commit {git_commit()}; {versions(('numpy', 'pyarrow', 'numba'))}",
+        f"# gpuan whole commands and start-up, {time.strftime('%Y-%m-%d')} on {info['cpu']} ({info['cores']} cores)",
+        f"commit {git_commit()}; {versions(('numpy', 'pyarrow', 'numba', 'pandas'))}",
+        f"load average before {', '.join(f'{x:.2f}' for x in load[0])}; "
+        f"after {', '.join(f'{x:.2f}' for x in load[1])} (on {info['cores']} cores)",
         "",
-        f"Fresh processes, best of {repeat}, wall time from outside (process start included).",
-        "",
-        "| what | seconds | x python -c pass |",
-        "|---|---|---|",
+        f"Fresh processes timed from outside (wall clock, process start and exit included): the median of "
+        f"{args.repeat} runs in a row and their spread, each series after one untimed run so that numba's cache "
+        "is on disk (what a user pays on every run but the first). Not the best of N.",
     ]
-    lines += [f"| {what} | {seconds:.3f} | {seconds / bare:.1f} |" for what, seconds in measured]
+    if base:
+        lines += [
+            "",
+            f"Baseline: the same commands in {base}, each of its runs alternating with this checkout's, so that "
+            "both see the same load; speed-up = baseline median / this median.",
+        ]
+    head = "| what | median s | min-max s | x python -c pass | baseline median s | speed-up |"
+    rule = "|---|---:|---:|---:|---:|---:|"
+    lines += ["", "## Start-up", "", head, rule]
+    for r in m.startup:
+        lines.append(f"| {r.what} | {r.median:.3f} | {_spread(r.times)} | {r.median / bare:.1f} | "
+                     + " | ".join(_baseline_cells(r)) + " |")  # fmt: skip
+    lines += ["", "## Whole commands on generated traces", "", "| trace | .json.gz | what |", "|---|---:|---|"]
+    lines += [f"| {t.label} | {_size(t.path)} | {t.what} |" for t in m.traces]
+    lines += [
+        "",
+        "| trace | command | median s | min-max s | x python -c pass | baseline median s | speed-up | x peer |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, rows in m.per_trace:
+        peer_row = rows[-1] if args.peer else None
+        for r in rows:
+            vs_peer = f"{r.median / peer_row.median:.2f}" if peer_row else "–"
+            cells = [label, r.what, f"{r.median:.3f}", _spread(r.times), f"{r.median / bare:.1f}",
+                     *_baseline_cells(r), vs_peer]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    if not args.peer:
+        which = shutil.which("uplifter")
+        lines += ["", f"No compiled peer measured (`which uplifter`: {which or 'not installed'}; no Go toolchain "
+                  "here): the anchor is `python -c pass`."]  # fmt: skip
+    if m.cold:
+        lines += [
+            "",
+            "## First call: empty numba cache",
+            "",
+            "One run each with `NUMBA_CACHE_DIR` pointed at a new empty directory: what the very first command "
+            "after installing gpuan costs (it compiles the scanner and the analysis' kernels, then caches them).",
+            "",
+            "| command | seconds |",
+            "|---|---:|",
+        ]
+        lines += [f"| {r.what} | {r.times[0]:.1f} |" for r in m.cold]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(REPO / "bench" / "results"))
-    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--repeat", type=int, default=7, help="fresh processes per row (default 7)")
+    p.add_argument("--sizes", default="50k,250k,1M", help="kernels of the LLM traces (default 50k,250k,1M)")
+    p.add_argument("--dir", default=str(DEFAULT_DIR), help=f"where the traces are written (default {DEFAULT_DIR})")
+    p.add_argument("--no-cold", dest="cold", action="store_false", help="skip the empty-cache first calls")
+    p.add_argument("--no-profiles", dest="profiles", action="store_false", help="LLM kernel traces only")
+    p.add_argument("--peer", default=None, help="a compiled peer's command, {trace} for the trace")
+    p.add_argument("--baseline", default=None, help="another gpuan checkout to time alternately (before/after)")
+    p.add_argument("--baseline-name", default=None, help="what the baseline is (default: its git commit)")
     args = p.parse_args()
-    text = report(rows(args.repeat), args.repeat)
+    before = os.getloadavg()
+    measured = run(args)
+    text = report(measured, args, (before, os.getloadavg()))
     print(text)
     print(f"wrote {save_report(args.out, 'startup', machine_info(), text)}")
 

@@ -19,6 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-o", "--output", type=nonempty, default=None,
         help="Parquet file to write (default: TRACE.gpuan.parquet beside the trace, which later loads pick up)",
     )  # fmt: skip
+    p.add_argument(
+        "--max-memory", metavar="SIZE", default=None,
+        help="convert a Kineto JSON trace in parts, keeping this process's memory under SIZE (e.g. 2G, 1536M); "
+        "chosen by itself for a trace that would not fit in the memory available",
+    )  # fmt: skip
     p.set_defaults(run=run)
 
 
@@ -39,6 +44,7 @@ def _run_dealt(args: argparse.Namespace, procs) -> int:
 
     source = Path(args.trace)
     out = Path(args.output) if args.output else parquet.cache_path(source)
+    _ceiling(source, args.max_memory)  # --max-memory is for a single Kineto file: the same error as alone
     events = write_parquet(load_dealt(args.trace, procs, use_cache=False), out)
     if events is not None:
         announce(out, f"{events:,} events, {out.stat().st_size / 1e6:,.1f} MB")
@@ -56,7 +62,49 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else parquet.cache_path(source)
     if out.exists() and out.samefile(source):
         raise UsageError(f"{out}: is the trace itself; name another output file")
-    trace = load_trace(args.trace, use_cache=False)
-    parquet.write(trace, out, source=source if source.is_file() else None)
-    announce(out, f"{trace.events.num_rows:,} events, {out.stat().st_size / 1e6:,.1f} MB")
+    ceiling = _ceiling(source, args.max_memory)
+    if ceiling is not None:
+        events = _convert_in_parts(source, out, ceiling)
+    else:
+        trace = load_trace(args.trace, use_cache=False)
+        parquet.write(trace, out, source=source if source.is_file() else None)
+        events = trace.events.num_rows
+    announce(out, f"{events:,} events, {out.stat().st_size / 1e6:,.1f} MB")
     return 0
+
+
+def _ceiling(source: Path, max_memory: str | None) -> int | None:
+    """Return the memory ceiling to convert `source` in parts under (bytes), or None to convert it in
+    memory: the one asked for, else half the memory available when the trace would not fit in it."""
+    import sys
+
+    from gpuan.errors import UsageError
+    from gpuan.trace import bounded
+    from gpuan.trace.load import sniff
+
+    if max_memory is not None:
+        ceiling = bounded.parse_size(max_memory)
+        if source.is_dir() or sniff(source) != "kineto":
+            what = "a directory of ranks" if source.is_dir() else f"a {sniff(source)} file"
+            raise UsageError(f"--max-memory: {source} is {what}; only Kineto JSON files are converted in parts")
+        return ceiling
+    if source.is_dir() or sniff(source) != "kineto":
+        return None
+    need, have = bounded.memory_estimate(source), bounded.available_bytes()
+    if have is None or need <= have:
+        return None
+    ceiling = have // 2
+    print(f"gpuan: {source} needs about {need / 2**30:,.1f} GiB to convert in memory, {have / 2**30:,.1f} GiB is "
+          f"available: converting in parts under {ceiling / 2**30:,.1f} GiB (--max-memory to choose)",
+          file=sys.stderr)  # fmt: skip
+    return ceiling
+
+
+def _convert_in_parts(source: Path, out: Path, ceiling: int) -> int:
+    """Convert the Kineto trace `source` to `out` in parts under `ceiling` bytes; returns its events."""
+    from gpuan.cli.loading import load_progress
+    from gpuan.trace import bounded
+
+    with load_progress(str(source)) as update:
+        progress = None if update is None else (lambda _pass, done, total: update(done, total))
+        return bounded.convert(source, out, max_memory=ceiling, progress=progress, cache_of=source)

@@ -33,22 +33,37 @@ SLOW_SHARE = 0.05
 PARTS = (("op", "op_own"), ("idle", "idle"), ("comm", "gap_comm"))
 
 
-def step_frame(steps: np.ndarray, positions: np.ndarray, comm: np.ndarray) -> pd.DataFrame:
+def runs(pos: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+    """Return where each (rank, step) run of positions starts in `pos` (ordered by rank, step, position),
+    and each run's index by (rank, step)."""
+    rank, step = pos["rank"], pos["step"]
+    change = np.ones(rank.size, bool)
+    change[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1])
+    starts = np.flatnonzero(change)
+    return starts, {(int(r), int(s)): i for i, (r, s) in enumerate(zip(rank[starts], step[starts]))}
+
+
+def _summed(values: np.ndarray, starts: np.ndarray, how=np.add) -> np.ndarray:
+    """Return `values` reduced over each run that `starts` begins (none for no runs)."""
+    return how.reduceat(values, starts) if starts.size else values[:0]
+
+
+def step_frame(steps: np.ndarray, pos: dict[str, np.ndarray], comm: np.ndarray) -> pd.DataFrame:
     """Return one row per (rank, step): its window, time, waiting, own time (the time less the waiting), and
-    the own time split into compute, communication and idle (summed over its positions), beside the
-    median rank's of the step (``median_*``). `comm` tells, per shared name code, whether it is a
-    communication op."""
+    the own time split into compute, communication and idle (summed over its positions, `pos` of
+    :func:`position_frame`), beside the median rank's of the step (``median_*``). `comm` tells, per shared
+    name code, whether it is a communication op."""
     df = pd.DataFrame(steps).sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
     df["step_ns"] = df["end"] - df["start"]
     df["own_ns"] = df["step_ns"] - df["wait"]
-    is_comm = comm[positions["name"]]
-    op_own = positions["dur"] - positions["op_wait"]
-    pos = pd.DataFrame({
-        "rank": positions["rank"], "step": positions["step"], "compute_ns": np.where(is_comm, 0, op_own),
-        "comm_ns": np.where(is_comm, op_own, 0) + positions["gap_comm"],
-        "idle_ns": positions["gap"] - positions["gap_wait"] - positions["gap_comm"],
+    starts, _ = runs(pos)
+    is_comm = comm[pos["name"]]
+    sums = pd.DataFrame({
+        "rank": pos["rank"][starts], "step": pos["step"][starts],
+        "compute_ns": _summed(np.where(is_comm, 0, pos["op_own"]), starts),
+        "comm_ns": _summed(np.where(is_comm, pos["op_own"], 0) + pos["gap_comm"], starts),
+        "idle_ns": _summed(pos["idle"], starts),
     })  # fmt: skip
-    sums = pos.groupby(["rank", "step"], sort=True)[["compute_ns", "comm_ns", "idle_ns"]].sum().reset_index()
     df = df.merge(sums, on=["rank", "step"], how="left")
     df = df.rename(columns={"start": "start_ns", "first": "first_ns", "end": "end_ns", "wait": "wait_ns"})
     for column in ("step_ns", "own_ns", "wait_ns", "compute_ns", "comm_ns", "idle_ns"):
@@ -56,8 +71,11 @@ def step_frame(steps: np.ndarray, positions: np.ndarray, comm: np.ndarray) -> pd
     return df
 
 
-def position_frame(positions: np.ndarray, groups: Groups, reference_names: dict[int, np.ndarray]) -> pd.DataFrame:
-    """Return one row per (rank, step, position) with its group and the parts of its own time
+def position_frame(
+    positions: np.ndarray, groups: Groups, reference_names: dict[int, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Return, as columns (numpy arrays: a million rows are not worth a DataFrame), one row per (rank, step,
+    position) of `positions` (ordered by rank, step, position) with its group and the parts of its own time
     (:data:`PARTS`), each beside the median over the group's ranks at the same step and position
     (``median_<part>``) and its excess over that (``<part>_excess``). Only positions whose op has the
     group's name there take part (``valid``); ``peers`` counts the group's ranks that hold the step."""
@@ -96,10 +114,15 @@ def position_frame(positions: np.ndarray, groups: Groups, reference_names: dict[
     for part, column in PARTS:
         cols[f"median_{part}"] = medians[part]
         cols[f"{part}_excess"] = np.where(valid, cols[column] - medians[part], np.nan)
-    return pd.DataFrame(cols)
+    return cols
 
 
-def with_excess(steps: pd.DataFrame, pos: pd.DataFrame) -> pd.DataFrame:
+def _frame(pos: dict[str, np.ndarray], rows) -> pd.DataFrame:
+    """Return the `rows` (indices or a slice) of the columns `pos` as a DataFrame."""
+    return pd.DataFrame({name: col[rows] for name, col in pos.items()})
+
+
+def with_excess(steps: pd.DataFrame, pos: dict[str, np.ndarray]) -> pd.DataFrame:
     """Return `steps` with ``excess_ns``: how much longer the rank took on its own than the median rank.
 
     Where at least two ranks of the rank's group hold the step, that is the sum over the step's positions
@@ -107,10 +130,13 @@ def with_excess(steps: pd.DataFrame, pos: pd.DataFrame) -> pd.DataFrame:
     position, is the typical step: one rank's outlier at one position does not move it); else the own time
     less the median own time of all ranks in the step. ``typical_own_ns`` is the own time less the excess;
     ``peers`` the ranks of the rank's group that hold the step (itself included)."""
-    parts = sum(pos[f"{part}_excess"].fillna(0.0) for part, _ in PARTS)
-    summed = pd.DataFrame({"rank": pos["rank"], "step": pos["step"], "positional": parts, "peers": pos["peers"]})
-    summed = summed.groupby(["rank", "step"], sort=True).agg(positional=("positional", "sum"), peers=("peers", "max"))
-    out = steps.merge(summed.reset_index(), on=["rank", "step"], how="left")
+    starts, _ = runs(pos)
+    excess = sum(np.nan_to_num(pos[f"{part}_excess"], nan=0.0) for part, _ in PARTS)
+    summed = pd.DataFrame({
+        "rank": pos["rank"][starts], "step": pos["step"][starts], "positional": _summed(excess, starts),
+        "peers": _summed(pos["peers"], starts, np.maximum),
+    })  # fmt: skip
+    out = steps.merge(summed, on=["rank", "step"], how="left")
     fallback = out["own_ns"] - out["median_own_ns"]
     out["peers"] = out["peers"].fillna(0).astype(np.int64)
     out["excess_ns"] = np.where(out["peers"] >= 2, out["positional"], fallback)
@@ -147,16 +173,21 @@ def _candidates(part: pd.DataFrame, comm: np.ndarray, parts: tuple = PARTS) -> p
     return pd.concat(out, ignore_index=True)
 
 
-def causes(slow: pd.DataFrame, pos: pd.DataFrame, comm: np.ndarray, limit: int = CAUSES) -> pd.DataFrame:
+def causes(slow: pd.DataFrame, pos: dict[str, np.ndarray], comm: np.ndarray, limit: int = CAUSES) -> pd.DataFrame:
     """Return, for each slow (rank, step), the positions whose op time or idle time before the op (in no op,
     or in a communication call) most exceed the median rank's there: at most `limit`, largest first, each
     at least :data:`CAUSE_SHARE` of the step's excess, until they add up to it. Columns: rank, step, group,
     position, where (``op``/``before``), category (compute, communication, idle), name, before (the op that
     ended last before it), value_ns, median_ns, excess_ns, share (of the step's excess)."""
     rows = []
-    valid = pos[pos["valid"]]
+    starts, index = runs(pos)
+    ends = np.append(starts[1:], pos["rank"].size)
     for row in slow.itertuples():
-        found = _candidates(valid[(valid["rank"] == row.rank) & (valid["step"] == row.step)], comm)
+        at = index.get((row.rank, row.step))
+        if at is None:
+            continue
+        part = _frame(pos, slice(starts[at], ends[at]))
+        found = _candidates(part[part["valid"]], comm)
         found = found[found["excess_ns"] >= CAUSE_SHARE * row.excess_ns]
         found = found.sort_values(["excess_ns", "position", "order"], ascending=[False, True, True], kind="stable")
         total = 0.0
@@ -189,19 +220,18 @@ def phase_of(position: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.nd
     )
 
 
-def outliers(pos: pd.DataFrame, comm: np.ndarray) -> pd.DataFrame:
+def outliers(pos: dict[str, np.ndarray], comm: np.ndarray) -> pd.DataFrame:
     """Return, per group and position, the (rank, step) whose op time or idle time before the op there most
     exceeds the median rank's (positions where one does), ordered by group and position."""
-    excess = np.stack([pos[f"{part}_excess"].to_numpy() for part, _ in PARTS], axis=1)
+    excess = np.stack([pos[f"{part}_excess"] for part, _ in PARTS], axis=1)
     excess = np.where(np.isnan(excess), -np.inf, excess)
     part = np.argmax(excess, axis=1)  # the first of equal parts, in the order of PARTS
-    best = excess[np.arange(len(pos)), part]
+    best = excess[np.arange(excess.shape[0]), part]
     rows = np.flatnonzero(best > 0)
     # per (group, position) the first row of the largest excess: rows come ordered by rank, step, position
-    key = pd.DataFrame({"group": pos["group"].to_numpy()[rows], "position": pos["position"].to_numpy()[rows],
-                        "best": best[rows]})  # fmt: skip
+    key = pd.DataFrame({"group": pos["group"][rows], "position": pos["position"][rows], "best": best[rows]})
     first = key.groupby(["group", "position"], sort=True)["best"].idxmax().to_numpy()
-    worst = pos.iloc[rows[first]]
+    worst = _frame(pos, rows[first])
     out = []
     for i, (what, _) in enumerate(PARTS):
         out.append(_candidates(worst[part[rows[first]] == i], comm, parts=((what, dict(PARTS)[what]),)))

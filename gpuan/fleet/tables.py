@@ -44,7 +44,7 @@ def build(
     positions, steps = _by_rank(positions), _by_rank(steps)
     reference = _reference_names(groups, positions)
     pos = compare.position_frame(positions, groups, reference)
-    step_rows = compare.with_excess(compare.step_frame(steps, positions, comm), pos)
+    step_rows = compare.with_excess(compare.step_frame(steps, pos, comm), pos)
     slow = compare.slowest(step_rows, slowest)
     collectives = waits = None
     if replayed is not None:

@@ -84,6 +84,7 @@ def main() -> int:
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
     lines = []
+    load_before = os.getloadavg()
 
     check = ensure_trace(d, args.check_mb)
     mb = check.stat().st_size / 2**20
@@ -122,7 +123,8 @@ def main() -> int:
         f"commit {git_commit()}; {versions(('numpy', 'pyarrow', 'numba'))}",
         "",
         "Each row is one fresh `python -m gpuan` process, as a user runs it (process start included); peak is the",
-        "process's resident high-water mark. Traces: ../shared/tools/gen_kineto_trace.py.",
+        "process's resident high-water mark. Traces: ../shared/tools/gen_kineto_trace.py. Load average (1 min)",
+        f"before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {machine['cores']} cores.",
         "",
         "| what | wall s | CPU s | MB/s | peak RSS GiB | vs ceiling |",
         "|---|---:|---:|---:|---:|---|",

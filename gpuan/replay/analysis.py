@@ -30,7 +30,7 @@ from gpuan.arrays import stable_argsort
 from gpuan.engine import Engine, resolve
 from gpuan.engine.deal import owners, read_own
 from gpuan.engine.procs import Procs, exchange_path
-from gpuan.errors import TraceError, UsageError
+from gpuan.errors import UsageError
 from gpuan.options import REPLAY_REPORTS
 from gpuan.replay.breakdown import BREAKDOWN, RankTime, breakdown, rank_time
 from gpuan.replay.collectives import clock_offsets, leave_deviations, match, owner_of

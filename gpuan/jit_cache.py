@@ -19,15 +19,17 @@ def compiled_on_disk(dispatcher) -> bool:
         return True
 
 
-#: numba modules that its first compile or cache load imports (loading its registries), each with what
-#: its import does that no gpuan command needs: see :func:`lighter_numba_start`
+#: numba modules whose import :func:`lighter_numba_start` changes: two of the registries that numba's first
+#: compile or cache load imports, each with what its import does that no gpuan command needs, and the cache
 _ARRAYMATH = "numba.np.arraymath"  # asks whether BLAS is there by importing scipy.linalg
 _CFFI_UTILS = "numba.core.typing.cffi_utils"  # imports cffi and pycparser, to type cffi functions
+_CACHING = "numba.core.caching"  # whose loads first refresh (import and install) every registry
 
 
 class _LighterNumbaStart(importlib.abc.MetaPathFinder):
-    """Import numba's array-math and cffi registries without scipy.linalg and cffi (see
-    :func:`lighter_numba_start`); every other import goes on to the next finder."""
+    """Import numba's array-math and cffi registries without scipy.linalg and cffi, and its cache with loads
+    that refresh no registry (see :func:`lighter_numba_start`); every other import goes on to the next
+    finder."""
 
     def __init__(self, names: set[str]) -> None:
         self.names = names
@@ -41,8 +43,8 @@ class _LighterNumbaStart(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         run = getattr(getattr(spec, "loader", None), "exec_module", None)
         if run is not None:
-            wrapped = _without_blas_probe if name == _ARRAYMATH else _without_cffi
-            spec.loader.exec_module = lambda module: wrapped(run, module)  # this spec's own loader only
+            wrapped = {_ARRAYMATH: _without_blas_probe, _CFFI_UTILS: _without_cffi, _CACHING: _loads_unrefreshed}
+            spec.loader.exec_module = lambda module: wrapped[name](run, module)  # this spec's own loader only
         return spec
 
 
@@ -85,19 +87,51 @@ def _without_cffi(run, module) -> None:
         sys.meta_path.remove(hide)
 
 
-def lighter_numba_start() -> None:
-    """Make numba's first compile or cache load of this process import neither scipy.linalg nor cffi.
+def _loads_unrefreshed(run, module) -> None:
+    """Run numba.core.caching's import, then make its function cache load CPU code without first
+    refreshing numba's registries (see :func:`lighter_numba_start`)."""
+    run(module)
+    cache, function_cache = getattr(module, "Cache", None), getattr(module, "FunctionCache", None)
+    needs = ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")
+    if cache is None or function_cache is None or not all(hasattr(cache, n) for n in needs):
+        return  # not the numba this was written for: its own loads
+    if "load_overload" in vars(function_cache):
+        return
+    refreshed = cache.load_overload
 
-    numba loads all its registries on its first compile or cache load: a third of a second of a command
-    on a small trace, most of it for two answers no gpuan kernel needs. ``numba.np.arraymath`` asks
-    whether BLAS is there by importing ``scipy.linalg`` (numpy.f2py and scipy's array API layer with
-    it), for ``np.dot`` and ``np.linalg`` inside numba code: where scipy is installed (where the probe
-    would say yes), the probe says yes without the import, and numba still imports scipy.linalg when it
-    compiles a function that calls BLAS. ``numba.core.typing.cffi_utils`` imports cffi (and pycparser)
-    to type cffi functions: it is imported as if cffi were absent. Nothing is done for a module already
-    imported, nor for the probe where scipy is not installed. For the command line: a process that
-    imports gpuan as a library keeps numba's own behaviour."""
-    names = set()
+    def load_overload(self, sig, target_context):
+        from numba.core.cpu import CPUContext
+        from numba.core.runtime import rtsys
+
+        if not isinstance(target_context, CPUContext):
+            return refreshed(self, sig, target_context)
+        try:
+            rtsys.initialize(target_context)  # the runtime the machine code calls
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+        except Exception:  # (a symbol only a registry defines, say): as numba loads it
+            return refreshed(self, sig, target_context)
+
+    function_cache.load_overload = load_overload
+
+
+def lighter_numba_start() -> None:
+    """Make numba's cache loads in this process skip what loading compiled code does not need.
+
+    numba imports and installs all its typing and lowering registries before its first compile or cache
+    load: half a second of a command on a small trace on a 2-core machine, for code that is loaded as
+    machine code and neither typed nor lowered again. A cache load of CPU code now initialises the runtime
+    that the code calls (NRT) and loads it; only where that fails are the registries refreshed first, as
+    numba does (a compile, on a cache miss, refreshes them itself). And where the registries are imported,
+    two of them no longer do what no gpuan kernel needs: ``numba.np.arraymath`` asks whether BLAS is there
+    by importing ``scipy.linalg`` (numpy.f2py and scipy's array API layer with it), for ``np.dot`` and
+    ``np.linalg`` inside numba code: where scipy is installed (where the probe would say yes) it says yes
+    without the import, and numba still imports scipy.linalg when it compiles a function that calls BLAS;
+    ``numba.core.typing.cffi_utils`` imports cffi (and pycparser) to type cffi functions: it is imported
+    as if cffi were absent. Nothing is done to a module already imported, nor to the probe where scipy is
+    not installed. For the command line: a process that imports gpuan as a library keeps numba's own
+    behaviour."""
+    names = set() if _CACHING in sys.modules else {_CACHING}
     if _ARRAYMATH not in sys.modules and importlib.util.find_spec("scipy") is not None:
         names.add(_ARRAYMATH)
     if _CFFI_UTILS not in sys.modules and "cffi" not in sys.modules:

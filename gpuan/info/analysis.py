@@ -241,9 +241,23 @@ def _kernel_times(kernels: pa.Table) -> dict:
     """Return the kernel rows' time and count by name."""
     if kernels.num_rows == 0:
         return {"name": [], "total_ns": [], "count": []}
-    named = pa.table({"name": kernels["name"].combine_chunks().dictionary_decode(), "dur": kernels["dur"].fill_null(0)})
-    agg = named.group_by("name", use_threads=False).aggregate([("dur", "sum"), ("dur", "count")])
-    return {"name": agg["name"], "total_ns": agg["dur_sum"], "count": agg["dur_count"]}
+    # summed per dictionary code first: decoding every row's name would copy gigabytes of strings (and
+    # overflow an Arrow string array) on a trace of millions of kernels
+    names = kernels["name"].combine_chunks()
+    codes = names.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1  # 0: no name
+    dur = kernels["dur"].fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    codes, dur = codes[order], dur[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    words = pa.concat_arrays([pa.nulls(1, pa.string()), names.dictionary.cast(pa.string())])
+    per_code = pa.table({
+        "name": words.take(pa.array(codes[starts])),
+        "dur_sum": np.add.reduceat(dur, starts),
+        "dur_count": np.diff(np.r_[starts, codes.size]),
+    })  # fmt: skip
+    # a dictionary may hold a word twice (chunks unified by concatenation): one row per name
+    agg = per_code.group_by("name", use_threads=False).aggregate([("dur_sum", "sum"), ("dur_count", "sum")])
+    return {"name": agg["name"], "total_ns": agg["dur_sum_sum"], "count": agg["dur_count_sum"]}
 
 
 def _top_kernels(times: pa.Table, top: int) -> list[dict]:

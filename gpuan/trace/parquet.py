@@ -58,7 +58,7 @@ def cache_path(source: str | os.PathLike) -> Path:
 def is_fresh(cache: Path, source: str | os.PathLike) -> bool:
     """Return whether `cache` exists and was written from `source` as it is now."""
     try:
-        meta = json.loads((pq.read_schema(cache).metadata or {})[META_KEY])
+        meta = json.loads((_open(cache).schema_arrow.metadata or {})[META_KEY])
         info = meta.get("cached_from", {})
         st = os.stat(source)
     except (OSError, KeyError, ValueError, pa.ArrowException):
@@ -180,7 +180,7 @@ def stored_rank(path: str | os.PathLike) -> int | None:
 def _stored_metadata(path: str | os.PathLike) -> dict:
     """Return the gpuan metadata in a Parquet file's footer ({} where there is none to read)."""
     try:
-        meta = json.loads((pq.read_schema(path).metadata or {})[META_KEY])
+        meta = json.loads((_open(path).schema_arrow.metadata or {})[META_KEY])
     except (OSError, KeyError, ValueError, pa.ArrowException):
         return {}
     return meta if isinstance(meta, dict) else {}
@@ -193,7 +193,7 @@ def read(path: str | os.PathLike) -> Trace:
     columns whose memory is never touched, so a reload costs about what the data holds."""
     path = str(path)
     try:
-        pf = pq.ParquetFile(path)
+        pf = _open(path)
         schema = pf.schema_arrow  # parsed once: it carries the flows, megabytes of metadata
         meta_raw = schema.metadata or {}
         if META_KEY not in meta_raw:
@@ -233,6 +233,16 @@ def read(path: str | os.PathLike) -> Trace:
     if unknown:  # analyses select by kind: an unknown one would silently drop out of every result
         raise TraceError(path, f"unknown event kinds in the Parquet file: {', '.join(sorted(map(str, unknown)))}")
     return Trace(events, flows, meta)
+
+
+def _open(path: str | os.PathLike) -> pq.ParquetFile:
+    """Open a Parquet file whose footer may be large: the flows ride in it (86 MB for the 21M flow events of
+    a 36 GiB trace, and twice over, as pyarrow also keeps the schema's metadata in its own key), past
+    Thrift's default limit of 100 MB."""
+    return pq.ParquetFile(path, thrift_string_size_limit=_THRIFT_LIMIT, thrift_container_size_limit=_THRIFT_LIMIT)
+
+
+_THRIFT_LIMIT = 2**31 - 1
 
 
 @contextmanager

@@ -87,3 +87,32 @@ def test_odd_device_properties_do_not_break_the_tables(data_dir, props):
     odd = Trace(trace.events, trace.flows, dict(trace.metadata, device_properties=props))
     (device,) = analyse(odd)["devices"].to_pylist()
     assert device["sms"] is None and device["name"] in ("7", None)
+
+
+def test_kernel_times_by_code_equal_by_name():
+    """Kernel times are summed per dictionary code, then per name: chunks with their own dictionaries, a
+    word twice in one dictionary and kernels without a name give the sums of a plain group-by of names."""
+    import pyarrow as pa
+
+    from gpuan.info.analysis import _kernel_times
+
+    idx_type = pa.int32()
+    chunks = [
+        pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, None, 2], idx_type), pa.array(["gemm", "relu", "gemm"])),
+        pa.DictionaryArray.from_arrays(pa.array([1, 0, None], idx_type), pa.array(["gemm", "softmax"])),
+    ]
+    kernels = pa.table({
+        "name": pa.chunked_array(chunks),
+        "dur": pa.chunked_array([pa.array([5, 7, 11, 13, None]), pa.array([17, 19, 23])]),
+    })  # fmt: skip
+    got = _kernel_times(kernels)
+    by_code = {
+        n: (t, c) for n, t, c in zip(got["name"].to_pylist(), got["total_ns"].to_pylist(), got["count"].to_pylist())
+    }
+    names = [None if n is None else str(n) for n in kernels["name"].to_pylist()]
+    durs = [d or 0 for d in kernels["dur"].to_pylist()]
+    expected: dict = {}
+    for n, d in zip(names, durs):
+        total, count = expected.get(n, (0, 0))
+        expected[n] = (total + d, count + 1)
+    assert by_code == expected == {"gemm": (5 + 11 + 0 + 19, 4), "relu": (7, 1), "softmax": (17, 1), None: (13 + 23, 2)}

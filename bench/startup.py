@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -172,28 +173,36 @@ def ensure_traces(directory: Path, sizes: list[int], profiles: bool) -> list[Tra
 
 @dataclass
 class Row:
-    """One command's fresh-process wall times, in seconds; `base`: the same command's times in the baseline
-    checkout, run alternately with these (empty without one)."""
+    """One command's fresh-process wall times and CPU times (user + system, all its threads), in seconds;
+    `base`, `base_cpu`: the same command's in the baseline checkout, run alternately with these (empty
+    without one)."""
 
     what: str
-    times: list[float]
+    times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
+    base_cpu: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
         return statistics.median(self.times)
 
 
-def wall(argv: list[str], *, where: Path = REPO, env: dict[str, str] | None = None, code: int = 0) -> float:
-    """Return the wall time, in seconds, of one fresh run of `argv` in the directory `where` (output
-    discarded); an exit code other than `code` stops the benchmark (the timing of a failure is no timing
-    of the command)."""
+def wall(
+    argv: list[str], *, where: Path = REPO, env: dict[str, str] | None = None, code: int = 0
+) -> tuple[float, float]:
+    """Return the wall time and the CPU time (user + system of the process and its threads), in seconds, of
+    one fresh run of `argv` in the directory `where` (output discarded); an exit code other than `code`
+    stops the benchmark (the timing of a failure is no timing of the command). CPU time is what load from
+    other work on the machine changes least."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=where, env=env)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != code:
         raise SystemExit(f"{shlex.join(argv)} exited {r.returncode}: {r.stderr.decode()[-2000:]}")
-    return seconds
+    return seconds, (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
 
 
 def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Path | None = None) -> Row:
@@ -204,11 +213,15 @@ def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Pat
     wall(argv, code=code)
     if other:
         wall(argv, code=code, **other)
-    row = Row(what, [])
+    row = Row(what)
     for _ in range(repeat):
-        row.times.append(wall(argv, code=code))
+        seconds, cpu = wall(argv, code=code)
+        row.times.append(seconds)
+        row.cpu.append(cpu)
         if other:
-            row.base.append(wall(argv, code=code, **other))
+            seconds, cpu = wall(argv, code=code, **other)
+            row.base.append(seconds)
+            row.base_cpu.append(cpu)
     base = f" (baseline {statistics.median(row.base):.3f} s)" if row.base else ""
     print(f"  {what}: median {row.median:.3f} s{base}", flush=True)
     return row
@@ -217,7 +230,8 @@ def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Pat
 def cold(what: str, argv: list[str]) -> Row:
     """Return the one run of `argv` with an empty numba cache (everything it calls compiles first)."""
     with tempfile.TemporaryDirectory(prefix="gpuan-cold-numba-") as empty:
-        row = Row(what, [wall(argv, env={**os.environ, "NUMBA_CACHE_DIR": empty})])
+        seconds, cpu = wall(argv, env={**os.environ, "NUMBA_CACHE_DIR": empty})
+        row = Row(what, [seconds], [cpu])
     print(f"  {what} (cold cache): {row.times[0]:.2f} s", flush=True)
     return row
 
@@ -283,12 +297,15 @@ def _spread(times: list[float]) -> str:
     return f"{min(times):.3f}-{max(times):.3f}"
 
 
-def _baseline_cells(row: Row) -> list[str]:
-    """The baseline's median and this checkout's speed-up over it, or dashes."""
+def _cells(row: Row, bare: float) -> list[str]:
+    """Median wall time, spread, median CPU time, x python -c pass; then the baseline's median wall and CPU
+    times and this checkout's speed-up over it in each (dashes without a baseline)."""
+    cells = [f"{row.median:.3f}", _spread(row.times), f"{statistics.median(row.cpu):.3f}", f"{row.median / bare:.1f}"]
     if not row.base:
-        return ["–", "–"]
-    base = statistics.median(row.base)
-    return [f"{base:.3f}", f"{base / row.median:.2f}x"]
+        return [*cells, "–", "–", "–"]
+    base, base_cpu = statistics.median(row.base), statistics.median(row.base_cpu)
+    speed = f"{base / row.median:.2f}x / {base_cpu / statistics.median(row.cpu):.2f}x"
+    return [*cells, f"{base:.3f}", f"{base_cpu:.3f}", speed]
 
 
 def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...], ...]) -> str:
@@ -304,7 +321,8 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
         "",
         f"Fresh processes timed from outside (wall clock, process start and exit included): the median of "
         f"{args.repeat} runs in a row and their spread, each series after one untimed run so that numba's cache "
-        "is on disk (what a user pays on every run but the first). Not the best of N.",
+        "is on disk (what a user pays on every run but the first). Not the best of N. CPU s: the median CPU "
+        "time (user + system, every thread) of the same runs, what other work on a shared machine changes least.",
     ]
     if base:
         lines += [
@@ -312,26 +330,20 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
             f"Baseline: the same commands in {base}, each of its runs alternating with this checkout's, so that "
             "both see the same load; speed-up = baseline median / this median.",
         ]
-    head = "| what | median s | min-max s | x python -c pass | baseline median s | speed-up |"
-    rule = "|---|---:|---:|---:|---:|---:|"
-    lines += ["", "## Start-up", "", head, rule]
-    for r in m.startup:
-        lines.append(f"| {r.what} | {r.median:.3f} | {_spread(r.times)} | {r.median / bare:.1f} | "
-                     + " | ".join(_baseline_cells(r)) + " |")  # fmt: skip
+    columns = (
+        "median s | min-max s | CPU s | x python -c pass | baseline median s | baseline CPU s | speed-up wall / CPU"
+    )
+    rule = "---:|---:|---:|---:|---:|---:|---:|"
+    lines += ["", "## Start-up", "", f"| what | {columns} |", f"|---|{rule}"]
+    lines += ["| " + " | ".join([r.what, *_cells(r, bare)]) + " |" for r in m.startup]
     lines += ["", "## Whole commands on generated traces", "", "| trace | .json.gz | what |", "|---|---:|---|"]
     lines += [f"| {t.label} | {_size(t.path)} | {t.what} |" for t in m.traces]
-    lines += [
-        "",
-        "| trace | command | median s | min-max s | x python -c pass | baseline median s | speed-up | x peer |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    lines += ["", f"| trace | command | {columns} | x peer |", f"|---|---|{rule}---:|"]
     for label, rows in m.per_trace:
         peer_row = rows[-1] if args.peer else None
         for r in rows:
             vs_peer = f"{r.median / peer_row.median:.2f}" if peer_row else "–"
-            cells = [label, r.what, f"{r.median:.3f}", _spread(r.times), f"{r.median / bare:.1f}",
-                     *_baseline_cells(r), vs_peer]  # fmt: skip
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join([label, r.what, *_cells(r, bare), vs_peer]) + " |")
     if not args.peer:
         which = shutil.which("uplifter")
         lines += ["", f"No compiled peer measured (`which uplifter`: {which or 'not installed'}; no Go toolchain "
@@ -344,10 +356,10 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
             "One run each with `NUMBA_CACHE_DIR` pointed at a new empty directory: what the very first command "
             "after installing gpuan costs (it compiles the scanner and the analysis' kernels, then caches them).",
             "",
-            "| command | seconds |",
-            "|---|---:|",
+            "| command | seconds | CPU s |",
+            "|---|---:|---:|",
         ]
-        lines += [f"| {r.what} | {r.times[0]:.1f} |" for r in m.cold]
+        lines += [f"| {r.what} | {r.times[0]:.1f} | {r.cpu[0]:.1f} |" for r in m.cold]
     return "\n".join(lines) + "\n"
 
 

@@ -17,9 +17,7 @@ def run_over(path: str, plain: Callable[[], int], dealt: Callable[[Procs], int])
     (a single file, an OTF2 archive) process 0 runs `plain()` and the others stop at once. A bad input
     that every process meets (they agree on a bad rank file before stopping) is raised by process 0, which
     prints it once; the others return exit code 2 silently."""
-    from gpuan.cli import EXIT_BAD_INPUT
     from gpuan.engine.procs import from_launcher
-    from gpuan.errors import TraceError, UsageError
     from gpuan.trace.dealt import dealt_run
 
     try:
@@ -28,10 +26,26 @@ def run_over(path: str, plain: Callable[[], int], dealt: Callable[[Procs], int])
         return plain()
     if procs.size == 1:
         return plain()
-    try:
+
+    def job(procs: Procs) -> int:
         if not dealt_run(path, procs):
             return plain() if procs.is_root else 0
         return dealt(procs)
+
+    return on_every_process(job, procs)
+
+
+def on_every_process(job: Callable[[Procs], int], procs: Procs | None = None) -> int:
+    """Run `job` on this process of an MPI job (`procs`, else the launcher's), or alone; returns its exit
+    code. A bad input that every process meets (they agree on a bad file before stopping) is raised by
+    process 0, which prints it once; the others return exit code 2 and say nothing."""
+    from gpuan.cli import EXIT_BAD_INPUT
+    from gpuan.engine.procs import from_launcher
+    from gpuan.errors import TraceError, UsageError
+
+    procs = procs or from_launcher()
+    try:
+        return job(procs)
     except (TraceError, UsageError):
         if procs.is_root:
             raise

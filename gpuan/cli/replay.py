@@ -41,18 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the replay on this process; returns the exit code. Process 0 reports; under MPI the others
     stop on bad input with exit code 2 and say nothing, so the one error line is printed once."""
-    from gpuan.cli import EXIT_BAD_INPUT
-    from gpuan.engine.procs import from_launcher
-    from gpuan.errors import TraceError, UsageError
+    from gpuan.cli.dealt import on_every_process
 
-    procs = from_launcher()
-    try:
-        return _run(args, procs)
-    except (TraceError, UsageError):
-        # every process meets the same error (they agree on a bad file before stopping)
-        if procs.is_root:
-            raise
-        return EXIT_BAD_INPUT
+    return on_every_process(lambda procs: _run(args, procs))
 
 
 def _run(args, procs) -> int:

@@ -18,7 +18,6 @@ def run_over(path: str, plain: Callable[[], int], dealt: Callable[[Procs], int])
     that every process meets (they agree on a bad rank file before stopping) is raised by process 0, which
     prints it once; the others return exit code 2 silently."""
     from gpuan.engine.procs import from_launcher
-    from gpuan.trace.dealt import dealt_run
 
     try:
         procs = from_launcher()
@@ -28,6 +27,8 @@ def run_over(path: str, plain: Callable[[], int], dealt: Callable[[Procs], int])
         return plain()
 
     def job(procs: Procs) -> int:
+        from gpuan.trace.dealt import dealt_run  # after the one-process check: it imports what a run needs
+
         if not dealt_run(path, procs):
             return plain() if procs.is_root else 0
         return dealt(procs)

@@ -82,13 +82,14 @@ def _ceiling(source: Path, max_memory: str | None) -> int | None:
     from gpuan.trace import bounded
     from gpuan.trace.load import sniff
 
+    fmt = "directory" if source.is_dir() else sniff(source)
     if max_memory is not None:
         ceiling = bounded.parse_size(max_memory)
-        if source.is_dir() or sniff(source) != "kineto":
-            what = "a directory of ranks" if source.is_dir() else f"a {sniff(source)} file"
+        if fmt != "kineto":
+            what = "a directory of ranks" if fmt == "directory" else f"a {fmt} file"
             raise UsageError(f"--max-memory: {source} is {what}; only Kineto JSON files are converted in parts")
         return ceiling
-    if source.is_dir() or sniff(source) != "kineto":
+    if fmt != "kineto":
         return None
     need, have = bounded.memory_estimate(source), bounded.available_bytes()
     if have is None or need <= have:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -124,7 +123,6 @@ def convert(
         return spill.rows
     finally:
         spill.remove()
-        shutil.rmtree(spill.directory, ignore_errors=True)
         pa.set_memory_pool(pool)
 
 

@@ -9,7 +9,7 @@ real memory."""
 
 from __future__ import annotations
 
-import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,17 +85,10 @@ class Spill:
                 yield from _pieces(_merge(runs, self.schema), piece_rows, self.schema)
 
     def remove(self) -> None:
-        """Delete the spilled files and their directory."""
+        """Delete the spilled files and their directory (also a file half written when an error struck)."""
         if self._flows is not None:
             self._flows.close()
-        (self.directory / "flows.arrow").unlink(missing_ok=True)
-        for files in self.runs:
-            for p in files.values():
-                p.unlink(missing_ok=True)
-        try:
-            os.rmdir(self.directory)
-        except OSError:
-            pass
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class _Run:

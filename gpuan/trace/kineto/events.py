@@ -399,7 +399,14 @@ def check_complete_events(
         raise TraceError(
             source, f"{n:,} complete events have a negative duration (dur); the first is traceEvents[{first}]"
         )
-    if whole_file and complete.any() and (ts[complete] == N64).all():
+    if whole_file:
+        check_timed(bool(complete.any()), bool((ts[complete] != N64).any()), source)
+
+
+def check_timed(complete: bool, timed: bool, source: str) -> None:
+    """Raise :class:`TraceError` if the trace has complete events (`complete`) but none with a timestamp
+    (`timed`)."""
+    if complete and not timed:
         raise TraceError(source, "no complete event has a timestamp (ts)")
 
 

@@ -28,6 +28,7 @@ from gpuan.trace.kineto.events import (
     _resolve_ids,
     build_trace,
     check_complete_events,
+    check_timed,
     device_values,
     pair_begin_end,
 )
@@ -86,10 +87,7 @@ def whole_file(
         for raw in scan_parts(path, part_rows=part_rows, threads=threads, progress=progress):
             _gather(raw, facts, named, path)
             metadata, strings = raw.metadata, raw.strings
-    check_complete_events(
-        np.array([0 if facts.timed else N64]), np.zeros(1, np.int64),
-        np.array([ord("X") if facts.complete else ord("i")], np.int8), path,
-    )  # fmt: skip
+    check_timed(facts.complete, facts.timed, path)
     begins, durations = _pairs(facts)
     no_events = np.empty(0, np.int8)
     rocm = facts.hip_calls or _is_rocm(metadata, no_events, np.empty(0, np.int32), [])

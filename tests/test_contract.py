@@ -26,6 +26,7 @@ TRACE_MODEL = {
     "gpuan.trace",  # the package itself, for `from gpuan.trace import <model module>`
     "gpuan.trace.schema",
     "gpuan.trace.kinds",
+    "gpuan.trace.projection",  # what an analysis reads of the table: a declaration, no reading
     "gpuan.trace.table",
     "gpuan.trace.launch",
     "gpuan.trace.launch_dims",

@@ -69,14 +69,14 @@ def show(
         from gpuan import cycles
         from gpuan.cli.loading import load_trace
 
-        return _emit(cycles.analyse(load_trace(path), **options), path, base, fmt)
+        return _emit(cycles.analyse(load_trace(path, projection=cycles.reads(kind)), **options), path, base, fmt)
 
     def dealt(procs) -> int:
         from gpuan.cli.dealt import device
-        from gpuan.cycles.analysis import PART_SCHEMAS, combine, partial
+        from gpuan.cycles.analysis import PART_SCHEMAS, combine, partial, reads
         from gpuan.trace.dealt import load_dealt, map_ranks
 
-        run = load_dealt(path, procs, device=device())
+        run = load_dealt(path, procs, device=device(), projection=reads(kind))
         parts = map_ranks(run, lambda trace: partial(trace, **options), PART_SCHEMAS)
         return 0 if parts is None else _emit(combine(parts, **options), path, base, fmt)
 

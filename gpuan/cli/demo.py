@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return code
     print()
     from gpuan.outputs.sol import text
-    from gpuan.sol import analyse
+    from gpuan.sol import analyse, reads
 
-    print(text(analyse(load_trace(str(path))), top=5), end="")
+    print(text(analyse(load_trace(str(path), projection=reads())), top=5), end="")
     return 0

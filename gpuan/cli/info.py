@@ -31,16 +31,16 @@ def show(path: str, *, fmt: str = "text", top: int = 10) -> int:
 
     def plain() -> int:
         from gpuan.cli.loading import load_trace
-        from gpuan.info import analyse
+        from gpuan.info import analyse, reads
 
-        return _print(analyse(load_trace(path), top=top), fmt)
+        return _print(analyse(load_trace(path, projection=reads()), top=top), fmt)
 
     def dealt(procs) -> int:
         from gpuan.cli.dealt import device
-        from gpuan.info.analysis import PART_SCHEMAS, combine, partial
+        from gpuan.info.analysis import PART_SCHEMAS, combine, partial, reads
         from gpuan.trace.dealt import load_dealt, map_ranks
 
-        run = load_dealt(path, procs, device=device())
+        run = load_dealt(path, procs, device=device(), projection=reads())
         parts = map_ranks(run, partial, PART_SCHEMAS)
         return 0 if parts is None else _print(combine(parts, run.metadata, top=top), fmt)
 

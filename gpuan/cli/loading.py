@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from gpuan.errors import TraceError
 from gpuan.trace.load import load, sniff
+from gpuan.trace.projection import Projection
 from gpuan.trace.table import Trace
 
 MIN_BYTES = 64 << 20
@@ -54,14 +55,18 @@ def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
         yield update
 
 
-def load_trace(path: str, *, use_cache: bool = True) -> Trace:
+def load_trace(path: str, *, use_cache: bool = True, projection: Projection | None = None) -> Trace:
     """Return the trace at `path` for a command, read on the GPU and its columns kept there when the engine
-    in force is the GPU (``--device gpu``); a trace without a single event is bad input."""
+    in force is the GPU (``--device gpu``), as far as the command's analysis reads it (`projection`); a
+    trace without a single event is bad input."""
     from gpuan.engine import current
 
     device = "gpu" if current().is_gpu else None
     with load_progress(path) as progress:
-        trace = load(path, use_cache=use_cache, progress=progress, device=device)
+        trace = load(path, use_cache=use_cache, progress=progress, device=device, projection=projection)
     if len(trace) == 0 and trace.flows.num_rows == 0:
-        raise TraceError(path, "empty trace (no events)")
+        # none of the projection's kinds is no empty trace: the analysis says what it lacks
+        whole = trace if projection is None else load(path, use_cache=use_cache)
+        if len(whole) == 0 and whole.flows.num_rows == 0:
+            raise TraceError(path, "empty trace (no events)")
     return trace

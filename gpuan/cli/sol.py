@@ -68,19 +68,19 @@ def run(args: argparse.Namespace) -> int:
 
     def plain() -> int:
         from gpuan.cli.loading import load_trace
-        from gpuan.sol import analyse
+        from gpuan.sol import analyse, reads
 
-        trace = load_trace(args.trace)
+        trace = load_trace(args.trace, projection=reads())
         ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
         return _emit(args, analyse(trace, ceilings=ceilings, **options))
 
     def dealt(procs) -> int:
         from gpuan.cli.dealt import device
-        from gpuan.sol.analysis import combine
+        from gpuan.sol.analysis import combine, reads
         from gpuan.sol.score import ACTIVITY_KINDS, EVENT_WORDS, RANK_OPS_SCHEMAS, rank_ops
         from gpuan.trace.dealt import any_rank, load_dealt, map_ranks, unified_dictionaries
 
-        run = load_dealt(args.trace, procs, device=device())
+        run = load_dealt(args.trace, procs, device=device(), projection=reads())
         ceilings = read_ceilings(args.ceilings_file) if measured else "datasheet"
         gpu_activity = any_rank(run, lambda trace: len(trace.of_kind(*ACTIVITY_KINDS)) > 0)
         parts = map_ranks(run, lambda trace: rank_ops(trace, gpu_activity), RANK_OPS_SCHEMAS)

@@ -51,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuan.cli.loading import load_trace
     from gpuan.jit_cache import compiled_on_disk
     from gpuan.outputs import streams as output
-    from gpuan.streams import analyse, simulate
+    from gpuan.streams import analyse, reads, simulate
 
     # a note for people, not for scripts: without numba's on-disk cache the first simulation compiles the
     # event loop
     if sys.stderr.isatty() and not compiled_on_disk(simulate._run):
         print("gpuan: compiling the stream simulator (first run only, about 15 seconds)", file=sys.stderr)
-    trace = load_trace(args.trace)
-    measured = load_trace(args.measured) if args.measured else None
+    trace = load_trace(args.trace, projection=reads())
+    measured = load_trace(args.measured, projection=reads()) if args.measured else None
     with simulation_progress() as progress:
         result = analyse(
             trace, streams=args.streams, gpu=args.gpu, launch_order=args.launch_order, stream=args.stream,

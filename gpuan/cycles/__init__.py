@@ -6,7 +6,7 @@ with their outer cycle and sub-cycles, and ``distinct_patterns`` flattens those 
 ``gpuan cycles -o`` writes as uplifter-compatible CSV files.
 """
 
-from gpuan.cycles.analysis import analyse
+from gpuan.cycles.analysis import analyse, reads
 from gpuan.cycles.detect import Cycle, Segment, SequenceCycles, detect
 from gpuan.cycles.patterns import Pattern, distinct_patterns
 from gpuan.cycles.sequence import Sequence, sequences
@@ -20,5 +20,6 @@ __all__ = [
     "analyse",
     "detect",
     "distinct_patterns",
+    "reads",
     "sequences",
 ]

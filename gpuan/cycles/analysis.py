@@ -14,13 +14,22 @@ from gpuan.engine.parts import tagged
 from gpuan.errors import UsageError
 from gpuan.options import CYCLES_MODES, CYCLES_OPS, CYCLES_SEQUENCES
 from gpuan.result import Result
-from gpuan.trace.kinds import KINDS
+from gpuan.trace.kinds import GPU_KINDS, KINDS
+from gpuan.trace.projection import Projection, projection
 from gpuan.trace.table import Trace
 
 
 def _check(option: str, value: str, choices) -> None:
     if value not in choices:
         raise UsageError(f"cycles: unknown {option} {value!r}; choose one of {', '.join(choices)}")
+
+
+def reads(kind: str = "kernel") -> Projection:
+    """Return what :func:`analyse` reads of the event table to find the cycles of `kind` events: GPU work
+    is grouped by device and stream, and its launch calls tell work launched before the trace began; CPU
+    operators are grouped by process and thread."""
+    columns = ("ts", "dur", "name", "kind", "rank", "device", "stream", "collective", "correlation", "pid", "tid")
+    return projection(columns, (kind, "runtime", "driver") if kind in GPU_KINDS else (kind,))
 
 
 def analyse(

@@ -14,6 +14,7 @@ from gpuan.options import REPLAY_DEALS
 if TYPE_CHECKING:
     from gpuan.engine.procs import Procs
     from gpuan.trace.inputs import RunSources
+    from gpuan.trace.projection import Projection
     from gpuan.trace.table import Trace
 
 
@@ -42,10 +43,17 @@ def owners(sources: RunSources, n_procs: int, how: str = "round-robin") -> np.nd
 
 
 def read_own(
-    sources: RunSources, owner: np.ndarray, procs: Procs, *, use_cache: bool = True, device: str | None = None
+    sources: RunSources,
+    owner: np.ndarray,
+    procs: Procs,
+    *,
+    use_cache: bool = True,
+    device: str | None = None,
+    projection: Projection | None = None,
 ) -> dict[int, Trace]:
     """Return the traces of the ranks dealt to this process (`owner`: :func:`owners`), by rank, in rank
-    order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache` and `device`). Raises
+    order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache`, `device` and
+    `projection`). Raises
     the same TraceError on every process when any process cannot read one of its ranks."""
     traces: dict[int, Trace] = {}
     error, at = None, -1
@@ -53,7 +61,7 @@ def read_own(
         for source in sources:
             if owner[source.rank] == procs.rank:
                 at = source.rank
-                traces[source.rank] = source.load(use_cache=use_cache, device=device)
+                traces[source.rank] = source.load(use_cache=use_cache, device=device, projection=projection)
     except TraceError as e:
         error = e
     # each process stops at its lowest bad rank: the lowest of those is what one process would meet

@@ -12,6 +12,6 @@ what ``gpuan fleet`` does under ``mpirun``).
 causes on process 0, and :mod:`tables` builds the Result's tables; :mod:`analysis` ties them together.
 """
 
-from gpuan.fleet.analysis import analyse
+from gpuan.fleet.analysis import analyse, reads
 
-__all__ = ["analyse"]
+__all__ = ["analyse", "reads"]

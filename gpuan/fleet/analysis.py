@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from gpuan.cycles import reads as cycles_reads
 from gpuan.cycles.detect import detect
 from gpuan.engine import Engine, resolve
 from gpuan.engine.deal import owners, read_own
@@ -26,9 +27,11 @@ from gpuan.fleet.intervals import Intervals
 from gpuan.fleet.steps import RankSteps, find, rotated
 from gpuan.options import CYCLES_OPS, CYCLES_SEQUENCES, REPLAY_DEALS
 from gpuan.replay import analyse as replay
+from gpuan.replay import reads as replay_reads
 from gpuan.result import Result
 from gpuan.trace.inputs import RankSource, RunSources
 from gpuan.trace.kinds import KINDS
+from gpuan.trace.projection import Projection, union
 from gpuan.trace.table import Trace
 
 
@@ -41,6 +44,12 @@ class _Read(RankSource):
     def load(self, **options) -> Trace:
         """Return the trace read before (`options`, how to read it, no longer matter)."""
         return self.trace
+
+
+def reads() -> Projection:
+    """Return what :func:`analyse` reads of each rank's event table: what cycle detection reads of kernels
+    or CPU operators, and what replay reads."""
+    return union(cycles_reads("kernel"), cycles_reads("cpu_op"), replay_reads())
 
 
 def analyse(
@@ -78,7 +87,7 @@ def analyse(
     engine = resolve(engine)
     procs = procs or Procs()
     owner = owners(sources, procs.size, deal)
-    traces = read_own(sources, owner, procs)
+    traces = read_own(sources, owner, procs, projection=reads())
     kind = _kind(kind, traces, procs)
     shifts = _shifts(traces, procs)
     found: dict[int, RankSteps | None] = {

@@ -12,6 +12,7 @@ from gpuan.engine.intervals import busy_time
 from gpuan.engine.parts import Parts, tagged
 from gpuan.result import Result
 from gpuan.trace.kinds import KINDS
+from gpuan.trace.projection import Projection, projection
 from gpuan.trace.table import NULL64, Trace, kind_mask
 
 GPU_ACTIVITY = ("kernel", "memcpy", "memset")
@@ -30,6 +31,12 @@ OTHER_CATEGORIES = {
     "trace": "the profiler's own spans",
     "(none)": "events without a category",
 }
+
+
+def reads() -> Projection:
+    """Return what :func:`analyse` reads of the event table (it counts events of every kind)."""
+    return projection(("ts", "dur", "name", "cat", "kind", "device", "stream", "rank"))
+
 
 KINDS_SCHEMA = pa.schema([("kind", pa.string()), ("events", pa.int64())])
 OTHER_SCHEMA = pa.schema([("category", pa.string()), ("events", pa.int64()), ("what", pa.string())])

@@ -13,6 +13,6 @@ rank's events into communication records, :mod:`collectives` and :mod:`p2p` find
 builds the tables on process 0. :mod:`analysis` ties them together.
 """
 
-from gpuan.replay.analysis import analyse
+from gpuan.replay.analysis import analyse, reads
 
-__all__ = ["analyse"]
+__all__ = ["analyse", "reads"]

@@ -40,6 +40,7 @@ from gpuan.replay.records import Records, allgather, gather, send
 from gpuan.replay.tables import frames
 from gpuan.result import Result
 from gpuan.trace.inputs import RunSources
+from gpuan.trace.projection import Projection, projection
 from gpuan.trace.table import Trace
 
 
@@ -78,6 +79,16 @@ class _Waits:
     fetch_rounds: int
 
 
+def reads() -> Projection:
+    """Return what :func:`analyse` reads of each rank's event table: the communication calls with their
+    sizes, groups and peers, the launches that tie them to GPU work, and every kind (it counts the events)."""
+    return projection(
+        ("ts", "dur", "name", "cat", "kind", "pid", "tid", "device", "stream", "correlation", "external_id", "rank",
+         "bytes", "collective", "in_msg_nelems", "out_msg_nelems", "group_size", "dtype", "pg_name", "pg_ranks",
+         "seq", "input_dims", "input_types", "concrete_inputs", "peer", "tag"),
+    )  # fmt: skip
+
+
 def analyse(
     sources: RunSources,
     *,
@@ -106,7 +117,7 @@ def analyse(
     start = time.perf_counter()
     with _timed(clock, "read"):
         owner = owners(sources, procs.size, deal)
-        traces = read_own(sources, owner, procs)
+        traces = read_own(sources, owner, procs, projection=reads())
     with _timed(clock, "extract"):
         own = _extract(traces, len(sources), procs, engine)
     del traces  # the events are no longer needed: only the records extracted from them

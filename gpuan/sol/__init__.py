@@ -5,7 +5,7 @@ sections as tables); ``score(trace, gpu=...)`` is the scorer beneath it, returni
 row per op with FLOPs, bytes, roofline time, bound and efficiency). :mod:`gpuan.outputs.sol` renders a
 Result as text, JSON, tables and the roofline chart."""
 
-from gpuan.sol.analysis import analyse
+from gpuan.sol.analysis import analyse, reads
 from gpuan.sol.score import Scored, score, score_ops, trace_ops
 
-__all__ = ["Scored", "analyse", "score", "score_ops", "trace_ops"]
+__all__ = ["Scored", "analyse", "reads", "score", "score_ops", "trace_ops"]

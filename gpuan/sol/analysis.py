@@ -10,11 +10,23 @@ from gpuan.result import Result
 from gpuan.sol.roofs import roofs_for
 from gpuan.sol.score import merged_ops, score, scored_ops
 from gpuan.sol.sections import result
+from gpuan.trace.projection import Projection, projection
 from gpuan.trace.table import Trace
 
 #: rows of the ``lost_time`` table by default; the XLSX output's "top lost" sheet shows as many, so
 #: ``gpuan sol`` asks for at least these
 LOST_ROWS = 50
+
+
+def reads() -> Projection:
+    """Return what :func:`analyse` reads of the event table: the ops with their shapes, the GPU work and
+    the launch calls that link them, and the annotations that name phases."""
+    return projection(
+        ("ts", "dur", "name", "cat", "kind", "pid", "tid", "device", "stream", "rank", "correlation", "external_id",
+         "bytes", "memcpy_kind", "dtype", "input_dims", "input_types", "concrete_inputs", "grid_x", "grid_y",
+         "grid_z", "block_x", "block_y", "block_z"),
+        ("kernel", "memcpy", "memset", "cpu_op", "annotation", "gpu_annotation", "runtime", "driver"),
+    )  # fmt: skip
 
 
 def analyse(

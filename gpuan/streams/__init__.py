@@ -6,7 +6,7 @@ stream's span, totals, speed-up and every parameter); ``predict(trace, n)`` and 
 measured)`` are the model it is built on (a :class:`Prediction` with numpy columns, and a :class:`Check`).
 """
 
-from gpuan.streams.analysis import analyse
+from gpuan.streams.analysis import analyse, reads
 from gpuan.streams.predict import Check, Prediction, check, predict
 
-__all__ = ["Check", "Prediction", "analyse", "check", "predict"]
+__all__ = ["Check", "Prediction", "analyse", "check", "predict", "reads"]

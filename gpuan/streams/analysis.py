@@ -11,7 +11,19 @@ from gpuan.engine import Engine, resolve
 from gpuan.result import Result
 from gpuan.streams.predict import Check, Prediction, check, predict
 from gpuan.streams.workload import KIND_NAMES
+from gpuan.trace.projection import Projection, projection
 from gpuan.trace.table import Trace
+
+
+def reads() -> Projection:
+    """Return what :func:`analyse` reads of the event table (and of the measured trace): the GPU work, its
+    launch dimensions and resources, and the launch calls that order it."""
+    return projection(
+        ("ts", "dur", "name", "kind", "pid", "tid", "device", "stream", "correlation", "grid_x", "grid_y", "grid_z",
+         "block_x", "block_y", "block_z", "registers", "shared_memory", "bytes", "memcpy_kind"),
+        ("kernel", "memcpy", "memset", "runtime", "driver"),
+    )  # fmt: skip
+
 
 SPANS_SCHEMA = pa.schema([("stream", pa.int64()), ("start_ns", pa.float64()), ("end_ns", pa.float64())])
 

@@ -26,6 +26,7 @@ from gpuan.engine.parts import PART, Parts, concat, gather, gather_json, gather_
 from gpuan.engine.procs import Procs
 from gpuan.errors import TraceError
 from gpuan.trace.load import merged_metadata, on_clock, time_base
+from gpuan.trace.projection import Projection
 from gpuan.trace.table import Trace
 
 _NO_BASE = np.iinfo(np.int64).max
@@ -53,7 +54,14 @@ def dealt_run(path: str | os.PathLike, procs: Procs) -> bool:
     return procs.size > 1 and Path(path).is_dir() and anchor_of(Path(path)) is None
 
 
-def load_dealt(path: str | os.PathLike, procs: Procs, *, use_cache: bool = True, device: str | None = None) -> DealtRun:
+def load_dealt(
+    path: str | os.PathLike,
+    procs: Procs,
+    *,
+    use_cache: bool = True,
+    device: str | None = None,
+    projection: Projection | None = None,
+) -> DealtRun:
     """Return the ranks of the run directory `path` dealt among `procs`, this process's read (by
     :meth:`~gpuan.trace.inputs.RankSource.load`, `use_cache` and `device`). Every process calls it. Raises
     the same TraceError on every process for a run that cannot be listed, a rank that cannot be read (the
@@ -62,13 +70,15 @@ def load_dealt(path: str | os.PathLike, procs: Procs, *, use_cache: bool = True,
 
     sources = load_run(path, procs)
     owner = owners(sources, procs.size)
-    traces = read_own(sources, owner, procs, use_cache=use_cache, device=device)
+    traces = read_own(sources, owner, procs, use_cache=use_cache, device=device, projection=projection)
     bases = [b for b in map(time_base, traces.values()) if b is not None]
     base = int(procs.allreduce(np.array([min(bases, default=_NO_BASE)], np.int64), "min")[0])
     base = 0 if base == _NO_BASE else base
-    rows = sum(len(t) + t.flows.num_rows for t in traces.values())
-    if not int(procs.allreduce(np.array([rows], np.int64), "sum")[0]):
-        raise TraceError(path, "empty trace (no events)")  # on every process: they all counted nothing
+    if not _rows(procs, traces):
+        # none of the projection's kinds is no empty run: the analysis says what it lacks
+        whole = traces if projection is None else read_own(sources, owner, procs, use_cache=use_cache)
+        if not _rows(procs, whole):
+            raise TraceError(path, "empty trace (no events)")  # on every process: they all counted nothing
     traces = {r: on_clock(t, r, base) for r, t in traces.items()}
     metas = gather_json(procs, [[r, t.metadata] for r, t in traces.items()])
     metadata = None
@@ -76,6 +86,12 @@ def load_dealt(path: str | os.PathLike, procs: Procs, *, use_cache: bool = True,
         by_rank = dict(sorted((int(r), m) for r, m in metas))
         metadata = merged_metadata(list(by_rank.values()), list(by_rank), base, str(Path(path)))
     return DealtRun(procs, sources.ranks, traces, owner, metadata)
+
+
+def _rows(procs: Procs, traces: dict[int, Trace]) -> int:
+    """Return, on every process, how many events and flows the ranks of all processes hold."""
+    rows = sum(len(t) + t.flows.num_rows for t in traces.values())
+    return int(procs.allreduce(np.array([rows], np.int64), "sum")[0])
 
 
 def map_ranks(run: DealtRun, part: Callable[[Trace], Parts], schemas: dict[str, pa.Schema]) -> Parts | None:

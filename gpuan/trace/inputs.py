@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from gpuan.trace.gguf_map import ModelMap
+    from gpuan.trace.projection import Projection
     from gpuan.trace.tensorlog.read import TensorLog
 
 
@@ -33,18 +34,20 @@ class RankSource:
     size: int
     otf2: bool = False
 
-    def load(self, *, use_cache: bool = True, device: str | None = None) -> Trace:
+    def load(self, *, use_cache: bool = True, device: str | None = None, projection: Projection | None = None) -> Trace:
         """Return this rank's trace (its ``rank`` column set), read as :func:`gpuan.trace.load.load` reads
-        a file (`use_cache`, `device`; an OTF2 rank ignores both); raises TraceError naming a bad file."""
+        a file (`use_cache`, `device`, `projection`; an OTF2 rank ignores the first two); raises TraceError
+        naming a bad file."""
         # the readers load on first use: listing a run, and the analyses that only type their inputs
         # with this module, need none of them
         if self.otf2:
+            from gpuan.trace.load import projected
             from gpuan.trace.otf2 import read_otf2
 
-            return read_otf2(self.path, ranks=[self.rank])
+            return projected(read_otf2(self.path, ranks=[self.rank]), projection)
         from gpuan.trace.load import load
 
-        return load(self.path, rank=self.rank, use_cache=use_cache, device=device)
+        return load(self.path, rank=self.rank, use_cache=use_cache, device=device, projection=projection)
 
 
 @dataclass(frozen=True)

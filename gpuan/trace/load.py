@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace import parquet
+from gpuan.trace.projection import Projection, apply
 from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
 
@@ -50,6 +51,7 @@ def load(
     use_cache: bool = True,
     progress: Progress | None = None,
     device: str | None = None,
+    projection: Projection | None = None,
 ) -> Trace:
     """Return the Trace of a trace file or of a directory of per-rank trace files.
 
@@ -58,47 +60,69 @@ def load(
     With ``device="gpu"`` the event table's columns are also resident on the GPU (``engine.columns`` of
     ``trace.events`` returns them without another upload) and Kineto JSON is parsed there; raises
     :class:`gpuan.engine.EngineError` where there is no GPU. None or "cpu": read on the CPU only.
+    With `projection` (what an analysis reads), the table holds only its kinds' rows and its columns, the
+    others null: a Parquet file is read that far and no further, and any other source gives the same table.
     """
     if device not in (None, "cpu", "gpu"):
         raise UsageError(f"device: {device!r} is not one of cpu, gpu")
     if device != "gpu":
-        return _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=False)
+        return _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=False, projection=projection)
     from gpuan.engine import resolve
 
     engine = resolve("gpu")
-    trace = _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=True)
+    trace = _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=True, projection=projection)
     engine.keep_resident(trace.events)
     return trace
 
 
-def _load(path: Path, *, rank: int | None, use_cache: bool, progress: Progress | None, gpu: bool) -> Trace:
-    """Return the Trace of a file or directory (see :func:`load`); `gpu`: parse Kineto JSON on the GPU."""
+def _load(
+    path: Path,
+    *,
+    rank: int | None,
+    use_cache: bool,
+    progress: Progress | None,
+    gpu: bool,
+    projection: Projection | None,
+) -> Trace:
+    """Return the Trace of a file or directory (see :func:`load`); `gpu`: parse Kineto JSON on the GPU. A
+    Parquet file is read by `projection`, any other source read whole and then projected."""
     from gpuan.trace.otf2 import anchor_of, read_otf2
 
     if anchor_of(path) is not None:
-        return read_otf2(path) if rank is None else with_rank(read_otf2(path), rank)
+        return _ranked(projected(read_otf2(path), projection), rank)
     if path.is_dir():
-        return _load_rank_dir(path, use_cache=use_cache, progress=progress, gpu=gpu)
+        return _load_rank_dir(path, use_cache=use_cache, progress=progress, gpu=gpu, projection=projection)
     if use_cache and path.exists():
         cache = parquet.cache_path(path)
         if parquet.is_fresh(cache, path):
-            trace = parquet.read(cache)
-            return trace if rank is None else with_rank(trace, rank)
+            return _ranked(parquet.read(cache, projection), rank)
     fmt = sniff(path)
     if fmt == "kineto":
         from gpuan.trace.kineto import read_kineto
 
-        return read_kineto(str(path), rank=rank, progress=progress, gpu=gpu)
+        return projected(read_kineto(str(path), rank=rank, progress=progress, gpu=gpu), projection)
     if fmt == "parquet":
-        trace = parquet.read(path)
+        trace = parquet.read(path, projection)
     elif fmt == "nsys":
         from gpuan.trace.nsys import read_nsys
 
-        trace = read_nsys(str(path))
+        trace = projected(read_nsys(str(path)), projection)
     else:
         from gpuan.trace.nvprof import read_nvprof
 
-        trace = read_nvprof(str(path))
+        trace = projected(read_nvprof(str(path)), projection)
+    return _ranked(trace, rank)
+
+
+def projected(trace: Trace, projection: Projection | None) -> Trace:
+    """Return `trace` with its event table as a projected Parquet read gives it (:func:`apply`)."""
+    if projection is None:
+        return trace
+    return Trace(apply(trace.events, projection), trace._flows, trace.metadata)
+
+
+def _ranked(trace: Trace, rank: int | None) -> Trace:
+    """Return `trace` with its rank set to `rank` (unchanged for None)."""
     return trace if rank is None else with_rank(trace, rank)
 
 
@@ -128,13 +152,18 @@ def file_format(path: Path) -> str:
     return parquet.stored_format(path) if fmt == "parquet" else fmt
 
 
-def _load_rank_dir(directory: Path, *, use_cache: bool, progress: Progress | None, gpu: bool) -> Trace:
+def _load_rank_dir(
+    directory: Path, *, use_cache: bool, progress: Progress | None, gpu: bool, projection: Projection | None
+) -> Trace:
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column (each
     file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows)."""
     from gpuan.trace.ranks import ranked_files
 
     ranked = ranked_files(directory)
-    traces = [_load(f.path, rank=f.rank, use_cache=use_cache, progress=progress, gpu=gpu) for f in ranked]
+    traces = [
+        _load(f.path, rank=f.rank, use_cache=use_cache, progress=progress, gpu=gpu, projection=projection)
+        for f in ranked
+    ]
     return merge_ranks(traces, [f.rank for f in ranked], source=str(directory))
 
 

@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace.kinds import KINDS
+from gpuan.trace.projection import Projection
 from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
-from gpuan.trace.table import Trace, null_column
+from gpuan.trace.table import Trace, kind_mask, null_column
 
 META_KEY = b"gpuan.metadata"
 FLOWS_KEY = b"gpuan.flows"
@@ -186,11 +187,14 @@ def _stored_metadata(path: str | os.PathLike) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def read(path: str | os.PathLike) -> Trace:
+def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace:
     """Return the Trace stored in a gpuan Parquet file.
 
     Column chunks that are entirely null (as the writer recorded them) are not decoded: they become null
-    columns whose memory is never touched, so a reload costs about what the data holds."""
+    columns whose memory is never touched, so a reload costs about what the data holds. With `projection`
+    (what an analysis reads), only its columns are decoded, the others null, and only the row groups that
+    hold its kinds, keeping just those rows: the table :func:`gpuan.trace.projection.apply` makes of the
+    whole one."""
     path = str(path)
     try:
         pf = _open(path)
@@ -209,7 +213,8 @@ def read(path: str | os.PathLike) -> Trace:
         if nulls is None:
             raise TraceError(path, "unreadable record of the null columns in the Parquet file")
         with _steady_memory_pool():
-            pieces = [_read_row_group(pf, nulls[i], i) for i in range(pf.num_row_groups)]
+            groups = [_read_row_group(pf, nulls[i], i, projection) for i in range(pf.num_row_groups)]
+        pieces = [events for events, _ in groups if events is not None]
     except (OSError, ValueError, pa.ArrowException) as e:  # ValueError: a column path that is no UTF-8
         raise TraceError(path, f"unreadable Parquet file ({str(e).splitlines()[0]})") from None
     try:
@@ -229,7 +234,7 @@ def read(path: str | os.PathLike) -> Trace:
                 raise TraceError(path, f"unreadable flows in the Parquet file ({str(e).splitlines()[0]})") from None
 
     events = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
-    unknown = set(pc.unique(events["kind"]).to_pylist()) - set(KINDS)
+    unknown = set(pc.unique(events["kind"]).to_pylist()).union(*(k for _, k in groups)) - set(KINDS)
     if unknown:  # analyses select by kind: an unknown one would silently drop out of every result
         raise TraceError(path, f"unknown event kinds in the Parquet file: {', '.join(sorted(map(str, unknown)))}")
     return Trace(events, flows, meta)
@@ -278,17 +283,37 @@ def _recorded_nulls(meta: dict, groups: int) -> list[set[str]] | None:
     return [set(g) for g in nulls]
 
 
-def _read_row_group(pf: pq.ParquetFile, nulls: set[str], i: int) -> pa.Table:
-    """Read row group i with the event schema; the columns in `nulls` are not decoded but made null."""
+def _read_row_group(
+    pf: pq.ParquetFile, nulls: set[str], i: int, projection: Projection | None
+) -> tuple[pa.Table | None, set[str]]:
+    """Read row group i with the event schema; the columns in `nulls`, and those `projection` does not read,
+    are not decoded but made null. Returns the table (None where the group holds none of `projection`'s
+    kinds) and the kinds of the rows left out."""
     n = pf.metadata.row_group(i).num_rows
-    wanted = [f.name for f in SCHEMA if f.name not in nulls]
-    got = pf.read_row_group(i, columns=wanted, use_threads=USE_THREADS)
+    keep, dropped, kind = None, set(), None
+    if projection is not None and projection.kinds is not None:
+        if "kind" in nulls:
+            return None, set()  # rows of no kind are of none of the projection's kinds
+        kind = pf.read_row_group(i, columns=["kind"], use_threads=USE_THREADS)["kind"]
+        keep = kind_mask(kind, sorted(projection.kinds))
+        if keep.true_count == n:
+            keep = None
+        else:
+            dropped = set(pc.unique(kind.filter(pc.invert(keep))).to_pylist())
+            if keep.true_count == 0:
+                return None, dropped
+    wanted = [f.name for f in SCHEMA if f.name not in nulls and (projection is None or f.name in projection.columns)]
+    got = pf.read_row_group(i, columns=[c for c in wanted if kind is None or c != "kind"], use_threads=USE_THREADS)
+    if kind is not None:
+        got = got.append_column("kind", kind)
     for f in SCHEMA:
         if f.name in got.column_names and pa.types.is_dictionary(f.type):
             for chunk in got[f.name].chunks:
                 chunk.dictionary.validate(full=True)  # Parquet does not check UTF-8; the words are few
+    if keep is not None:
+        got, n = got.filter(keep), keep.true_count
     cols = [_as(got[f.name], f.type) if f.name in got.column_names else null_column(n, f.type) for f in SCHEMA]
-    return pa.Table.from_arrays(cols, schema=SCHEMA)
+    return pa.Table.from_arrays(cols, schema=SCHEMA), dropped
 
 
 def _fits(schema: pa.Schema, field: pa.Field) -> bool:

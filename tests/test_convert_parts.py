@@ -17,7 +17,7 @@ import pytest
 from conftest import DATA, kineto_files
 
 from gpuan.trace import bounded, parquet
-from gpuan.trace.kineto import read_kineto
+from gpuan.trace.kineto import read_kineto, reader
 
 GENERATOR = DATA.parent / "tools" / "gen_kineto_trace.py"
 
@@ -32,9 +32,26 @@ def convert_both(src: Path, tmp: Path, part_rows: int, monkeypatch) -> tuple[Pat
     """Convert `src` in memory and in parts of `part_rows` rows; return both files."""
     whole = parquet.write(read_kineto(str(src)), tmp / "whole.parquet")
     monkeypatch.setattr(bounded, "part_rows_for", lambda max_memory: part_rows)
+    # a part ends where a block read ends: small blocks, so that small files are cut into many parts too
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)
     parts = tmp / "parts.parquet"
     bounded.convert(src, parts, max_memory=1 << 30)
     return whole, parts
+
+
+def parts_made(monkeypatch) -> list[int]:
+    """Record the number of parts each conversion spills (one entry per conversion)."""
+    from gpuan.trace import spill
+
+    counts = []
+    merged = spill.Spill.merged
+
+    def counted(self, rows):
+        counts.append(len(self.runs))
+        return merged(self, rows)
+
+    monkeypatch.setattr(spill.Spill, "merged", counted)
+    return counts
 
 
 def assert_same_file(whole: Path, parts: Path) -> None:
@@ -53,9 +70,11 @@ def assert_same_file(whole: Path, parts: Path) -> None:
 @pytest.mark.parametrize("name", kineto_files())
 def test_real_traces_in_parts_equal_whole(tmp_path, data_dir, monkeypatch, name):
     # 997 rows: parts cut mid-step, mid-kernel-launch, between a ROCm launch call and its kernel
+    counts = parts_made(monkeypatch)
     whole, parts = convert_both(data_dir / "kineto" / name, tmp_path, 997, monkeypatch)
     assert_same_file(whole, parts)
-    assert len(pq.ParquetFile(parts).schema_arrow) > 0
+    rows = pq.ParquetFile(whole).metadata.num_rows
+    assert counts[0] >= min(rows // 997, 3), (counts, rows)  # really cut into parts
     assert not list(tmp_path.glob("*.parts.*")), "the spilled parts are removed"
 
 
@@ -120,6 +139,28 @@ def test_generated_quirks_in_parts_equal_whole(tmp_path, monkeypatch, part_rows,
     kernels = t.of_kind("kernel")
     assert kernels["grid_x"].to_pylist() == [4] * 40  # work-items made workgroups across parts
     assert t.metadata["id_names"]  # "Spans", "worker", "Traces": numbered as a whole read numbers them
+
+
+@pytest.mark.parametrize("fan_in", [2, 3])
+def test_many_parts_merge_in_rounds(tmp_path, data_dir, monkeypatch, fan_in):
+    # more parts than the merge reads at once: rounds of merges on disk, the same file in the end
+    from gpuan.trace import spill
+
+    monkeypatch.setattr(spill, "FAN_IN", fan_in)
+    rounds = []
+    merge_to_file = spill.Spill._merge_to_file
+    monkeypatch.setattr(spill.Spill, "_merge_to_file", lambda self, *a: rounds.append(a[1]) or merge_to_file(self, *a))
+    data = json.dumps(quirky_trace()).encode()
+    (tmp_path / "q.json").write_bytes(data)
+    whole, parts = convert_both(tmp_path / "q.json", tmp_path, 3, monkeypatch)
+    assert_same_file(whole, parts)
+    assert rounds and (fan_in > 2 or any("level2" in name for name in rounds)), rounds  # two rounds with pairs
+    for name in ("a100_alexnet.json.gz", "mi300x_qwen05b_inference.json.gz"):
+        out = tmp_path / name
+        out.mkdir()
+        whole, parts = convert_both(data_dir / "kineto" / name, out, 997, monkeypatch)
+        assert_same_file(whole, parts)
+    assert not list(tmp_path.rglob("*.parts.*")), "the spilled parts and merged runs are removed"
 
 
 def gpuan(*args) -> subprocess.CompletedProcess:

@@ -19,8 +19,8 @@ from gpuan.trace.memory import lean_memory
 BYTES_PER_PART_ROW = 400
 #: the reader's own buffers (a block read, the threads' scratch rows, the strings)
 READER_BYTES = 200 << 20
-#: what the merge holds: a batch of each part, the 1M-row piece being written and its copy (measured 624 MB
-#: above the process's start on that trace)
+#: what the merge holds: a batch of each run it reads (at most spill.FAN_IN), the 1M-row piece being written
+#: and its copy (measured 624 MB above the process's start on that trace)
 MERGE_BYTES = 640 << 20
 MIN_PART_ROWS = 1 << 16
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)

@@ -1,6 +1,8 @@
 """Event tables larger than memory: each part's rows spilled to disk in the table's order, then merged
 back into one stream of pieces in the order of the whole table (kind, then time, then position in the
-source), a few batches in memory at a time.
+source), a few batches in memory at a time. The merge reads at most :data:`FAN_IN` runs at once: a kind
+spilled in more parts is first merged a group of parts at a time into longer runs on disk, as often as it
+takes, so its memory does not grow with the number of parts (the size of the trace).
 
 A kind fills few of the table's columns (a kernel has no input shapes, an operator no grid): each part's
 rows of one kind are spilled with only the columns they fill, and the others come back as null columns
@@ -20,8 +22,10 @@ import pyarrow as pa
 from gpuan.trace.kinds import KINDS
 from gpuan.trace.table import dict_column, null_column
 
-#: rows per spilled batch: the merge holds one batch of every part at a time
+#: rows per spilled batch: the merge holds one batch of every run it reads at a time
 BATCH_ROWS = 1 << 13
+#: the most runs merged at once (a batch of each, a few MB a run): more parts are merged in rounds
+FAN_IN = 64
 _LAST = np.iinfo(np.int64).max  # missing times sort last
 _IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
@@ -80,9 +84,35 @@ class Spill:
         """Yield the spilled rows in the whole table's order, kind by kind, as tables of `piece_rows` rows
         (fewer at the end of a kind): ties in time keep the parts' order, so source order breaks them."""
         for code in range(len(KINDS)):
-            runs = [_Run(files[code], part, self.schema) for part, files in enumerate(self.runs) if code in files]
+            paths = [files[code] for files in self.runs if code in files]
+            level = 0
+            while len(paths) > FAN_IN:
+                # consecutive parts merge into one run: its place among the runs keeps their order for ties
+                level += 1
+                groups = [paths[i : i + FAN_IN] for i in range(0, len(paths), FAN_IN)]
+                paths = [
+                    self._merge_to_file(group, f"kind{code:02d}-level{level}-run{k:06d}")
+                    for k, group in enumerate(groups)
+                ]
+            runs = [_Run(path, part, self.schema) for part, path in enumerate(paths)]
             if runs:
                 yield from _pieces(_merge(runs, self.schema), piece_rows, self.schema)
+
+    def _merge_to_file(self, paths: list[Path], name: str) -> Path:
+        """Merge the runs in `paths` (in part order) into one run file `name`, of the columns any of them
+        fills, and delete them; returns its path. Dictionary columns other than ``kind`` are written as
+        their words (an IPC file cannot change a dictionary between batches) and encoded again on reading."""
+        runs = [_Run(path, part, self.schema) for part, path in enumerate(paths)]
+        filled = set().union(*(r.reader.schema.names for r in runs))
+        fields = [f for f in self.schema if f.name in filled]
+        schema = pa.schema([f if f.name == "kind" else pa.field(f.name, _value_type(f.type)) for f in fields])
+        out = self.directory / f"{name}.arrow"
+        with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_file(sink, schema, options=_IPC) as writer:
+            for table in _merge(runs, self.schema):
+                writer.write_table(table.select([f.name for f in fields]).cast(schema), max_chunksize=BATCH_ROWS)
+        for path in paths:
+            path.unlink()  # the disk holds each row about once, however many rounds
+        return out
 
     def remove(self) -> None:
         """Delete the spilled files and their directory (also a file half written when an error struck)."""
@@ -108,7 +138,7 @@ class _Run:
         batch = self.reader.get_batch(self.next)
         self.next += 1
         n = batch.num_rows
-        cols = [batch.column(f.name) if f.name in batch.schema.names else null_column(n, f.type) for f in self.schema]
+        cols = [_column(batch, f) if f.name in batch.schema.names else null_column(n, f.type) for f in self.schema]
         self.table = pa.Table.from_arrays(cols, schema=self.schema)
         ts = self.table["ts"]
         self.keys = (ts.fill_null(_LAST) if ts.null_count else ts).to_numpy()
@@ -118,6 +148,17 @@ class _Run:
     def last_key(self) -> tuple[int, int]:
         """The (time, part) of the last row loaded: no row still unread in this run comes before it."""
         return int(self.keys[-1]), self.part
+
+
+def _column(batch: pa.RecordBatch, field: pa.Field) -> pa.Array:
+    """Return the batch's column of `field` in its type: words written plain by a merge round are encoded
+    again; a column null throughout as an untouched null column."""
+    col = batch.column(field.name)
+    if col.null_count == len(col):
+        return null_column(len(col), field.type)
+    if pa.types.is_dictionary(field.type) and not pa.types.is_dictionary(col.type):
+        return col.dictionary_encode().cast(field.type)
+    return col
 
 
 def _merge(runs: list[_Run], schema: pa.Schema) -> Iterator[pa.Table]:

@@ -53,8 +53,8 @@ def read_own(
 ) -> dict[int, Trace]:
     """Return the traces of the ranks dealt to this process (`owner`: :func:`owners`), by rank, in rank
     order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache`, `device` and
-    `projection`). Raises
-    the same TraceError on every process when any process cannot read one of its ranks."""
+    `projection`). Raises the same TraceError on every process when any process cannot read one of its
+    ranks."""
     traces: dict[int, Trace] = {}
     error, at = None, -1
     try:

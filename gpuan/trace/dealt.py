@@ -63,9 +63,9 @@ def load_dealt(
     projection: Projection | None = None,
 ) -> DealtRun:
     """Return the ranks of the run directory `path` dealt among `procs`, this process's read (by
-    :meth:`~gpuan.trace.inputs.RankSource.load`, `use_cache` and `device`). Every process calls it. Raises
-    the same TraceError on every process for a run that cannot be listed, a rank that cannot be read (the
-    lowest bad rank's), or a run without a single event or flow."""
+    :meth:`~gpuan.trace.inputs.RankSource.load`, `use_cache`, `device` and `projection`). Every process
+    calls it. Raises the same TraceError on every process for a run that cannot be listed, a rank that cannot
+    be read (the lowest bad rank's), or a run without a single event or flow."""
     from gpuan.trace.ranks import load_run
 
     sources = load_run(path, procs)

@@ -153,8 +153,8 @@ PH_METADATA = ord("M")
 C_OTHER, C_VALUE, C_BLANK, C_QUOTE, C_OPEN, C_CLOSE, C_COMMA, C_COLON = range(8)
 BYTE_CLASS = np.zeros(256, np.uint8)  # C_OTHER: no JSON value holds this byte outside strings
 BYTE_CLASS[[ord(c) for c in "0123456789+-."]] = C_VALUE
-BYTE_CLASS[ord("a") : ord("z") + 1] = C_VALUE  # literals (true, false, null; NaN, Infinity: rejected later)
-BYTE_CLASS[ord("A") : ord("Z") + 1] = C_VALUE
+BYTE_CLASS[LOWER_A : LOWER_Z + 1] = C_VALUE  # literals (true, false, null; NaN, Infinity: rejected later)
+BYTE_CLASS[UPPER_A : UPPER_Z + 1] = C_VALUE
 BYTE_CLASS[[SPACE, TAB, NEWLINE, RETURN]] = C_BLANK
 BYTE_CLASS[QUOTE] = C_QUOTE
 BYTE_CLASS[[OPEN_OBJECT, OPEN_ARRAY]] = C_OPEN
@@ -223,15 +223,6 @@ def string_end(buf, b64, pos, n):
         else:
             pos += 1
     return -1
-
-
-@njit(cache=True, inline="always")
-def _value_byte(c):
-    """Whether a number or a literal (true, false, null; NaN and Infinity too, rejected later) may hold c."""
-    return (
-        DIGIT_0 <= c <= DIGIT_9 or LOWER_A <= c <= LOWER_Z or UPPER_A <= c <= UPPER_Z
-        or c == MINUS or c == PLUS or c == POINT
-    )  # fmt: skip
 
 
 @njit(cache=True, inline="always")

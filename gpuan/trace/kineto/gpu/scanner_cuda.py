@@ -19,7 +19,7 @@ from gpuan.trace.kineto.gpu import bits
 
 #: the scanner's functions the GPU reader runs, callees first
 SHARED = (
-    "_is_ws", "skip_ws", "_load8", "_zero_bytes", "string_end", "_value_byte", "_is_bracket", "_nested",
+    "_is_ws", "skip_ws", "_load8", "_zero_bytes", "string_end", "_is_bracket", "_nested",
     "skip_value", "_hash_bytes", "_same_bytes", "_exponent_ns", "parse_ns", "_time_value", "parse_int",
     "_number_rest", "_int_value", "_int32", "_parse_triple", "_string_id", "_parse_key", "_member_key",
     "_arg_target", "_next_member", "_parse_args", "_is_phase", "_clear_row", "_parse_event",

@@ -175,14 +175,19 @@ def test_string_pids_are_mapped_not_dropped(loaded):
         assert row["pid"].to_pylist() == [ident] * len(spans)
 
 
-def test_parallel_blocks_give_the_same_table(loaded, monkeypatch):
-    """Tiny blocks and two threads (chunk guesses, carried partial events) read exactly like one pass."""
+@pytest.mark.parametrize("headroom", [1 << 16, 96])
+def test_parallel_blocks_give_the_same_table(loaded, monkeypatch, headroom):
+    """Tiny blocks and two threads (chunk guesses, carried partial events, rows drained and bytes read ahead
+    while the next block is scanned; events longer than the headroom joined to the bytes read ahead) read
+    exactly like one pass."""
     path, events, trace = loaded
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    monkeypatch.setattr(reader, "HEADROOM", headroom)
     small = gpuan.trace.kineto.build_trace(reader.scan_file(str(path), threads=2), source=str(path))
     assert small.events.equals(trace.events)
     assert small.flows.equals(trace.flows)
+    assert small.metadata == trace.metadata
 
 
 def test_shapes_and_collectives(data_dir):

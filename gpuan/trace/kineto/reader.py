@@ -25,6 +25,7 @@ from gpuan.trace.source import ByteSource, open_bytes
 
 BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
+HEADROOM = 1 << 20  # bytes free before a block read ahead, for the unfinished event carried into it
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
 MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
@@ -102,9 +103,14 @@ class StringTables:
         """Return thread i's table arrays, in the order the scanner takes them."""
         return self.keys[i], self.vals[i], self.pool[i], self.uoff[i], self.ulen[i], self.state[i]
 
-    def strings(self, i: int, start: int = 0) -> list[bytes]:
-        """Return the raw bytes of the strings interned by thread i, in id order, from id `start` on."""
-        n = int(self.state[i, sc.ST_UNIQUE])
+    def counts(self) -> list[int]:
+        """Return how many strings each thread has interned so far."""
+        return [int(c) for c in self.state[:, sc.ST_UNIQUE]]
+
+    def strings(self, i: int, start: int = 0, stop: int | None = None) -> list[bytes]:
+        """Return the raw bytes of the strings interned by thread i, in id order, from id `start` to `stop`
+        (None: all so far)."""
+        n = int(self.state[i, sc.ST_UNIQUE]) if stop is None else stop
         pool = self.pool[i].view(np.uint8)
         return [pool[o : o + ln].tobytes() for o, ln in zip(self.uoff[i, start:n], self.ulen[i, start:n])]
 
@@ -141,10 +147,11 @@ class GlobalStrings:
         self.maps = [np.full(1, -1, np.int32) for _ in range(threads)]  # last slot: null -> -1
         self._decoded: list[str] = []
 
-    def update(self, t: int, tables: StringTables) -> np.ndarray:
-        """Return thread t's local → global id map (its last entry maps null to -1)."""
+    def update(self, t: int, tables: StringTables, upto: int | None = None) -> np.ndarray:
+        """Return thread t's local → global id map (its last entry maps null to -1), for its strings up to id
+        `upto` (None: all so far; a count taken when a scan ended, while the thread scans on)."""
         known = self.maps[t].size - 1
-        fresh = tables.strings(t, start=known)
+        fresh = tables.strings(t, start=known, stop=upto)
         if fresh:
             self.maps[t] = np.concatenate([self.maps[t][:-1], self.add(fresh)])
         return self.maps[t]
@@ -216,11 +223,14 @@ _S32_IS_STRING = np.array([n in STRING_FIELDS for n in SPARSE32], np.bool_)
 _META_FIELDS = ("pid_str", "tid_str", "name", "arg_name", "arg_labels")
 
 
-def _take(t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, tables: StringTables) -> None:
-    """Move scratch rows [0, rows) of thread t into `out`, string ids made global."""
+def _take(
+    t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, tables: StringTables, known: int | None = None
+) -> None:
+    """Move scratch rows [0, rows) of thread t into `out`, string ids made global (ids up to `known`: the
+    thread's string count when it wrote these rows, where it may be scanning on)."""
     if rows == 0:
         return
-    collect(o64, o32, rows, out.strings.update(t, tables), out)
+    collect(o64, o32, rows, out.strings.update(t, tables, known), out)
 
 
 def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: Collected) -> None:
@@ -297,7 +307,8 @@ def scan_parts(
     threads = threads or thread_count()
     chunk_cap = BLOCK_BYTES // threads // BYTES_PER_ROW + 64
     tables = StringTables(threads)
-    scratch = _Scratch(threads, chunk_cap)
+    # two scratch sets when scanning in parallel: one block's rows wait in one while the next fills the other
+    scratches = [_Scratch(threads, chunk_cap) for _ in range(1 if threads == 1 else 2)]
 
     with open_bytes(path) as src, ThreadPoolExecutor(threads, thread_name_prefix="gpuan-scan") as workers:
         expected = src.expected_size() // MIN_EVENT_BYTES + 1024
@@ -305,23 +316,38 @@ def scan_parts(
         head = read_head(src, path, BLOCK_BYTES)
         buf, have, eof, pos, text = head.buf, head.have, head.eof, head.pos, head.text
         del head
+        spare: np.ndarray | None = None  # the buffer the next block is read into while this one is scanned
+        waiting: _Waiting | None = None  # a scanned block's rows, drained while the next block is scanned
         first_row = 0  # the file's event rows before this part
         drained = 0  # events, flows and metadata events drained into earlier parts
 
+        def read_ahead() -> _Ahead | None:
+            nonlocal spare
+            if eof:
+                return None
+            if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
+                spare = np.empty(HEADROOM + BLOCK_BYTES + SLACK, np.uint8)
+            held, at_end = fill(src, spare, HEADROOM)
+            return _Ahead(spare, held - HEADROOM, at_end)
+
         while True:
             n = have
-            region = n - pos
-            if threads == 1 or region < MIN_PARALLEL_BYTES:
+            ahead = None
+            scratch = scratches[-1] if waiting is None else scratches[waiting.scratch is scratches[0]]
+            if threads == 1 or n - pos < MIN_PARALLEL_BYTES:
+                waiting = _drain(waiting, out, tables)
                 status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
                 scratch.note_wrong_type(status, 0, rows)
                 _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
             else:
-                status, pos = _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out)
+                status, pos, waiting, ahead = _scan_block_parallel(
+                    buf, pos, n, threads, scratch, tables, workers, out, waiting, read_ahead
+                )  # fmt: skip
             if progress is not None:
                 progress(src.consumed(), src.total)
             if status == sc.ARRAY_END:
                 break
-            index = drained + out.rows + int(out.f_count[0]) + len(out.meta)  # events before pos: all drained
+            index = drained + out.rows + int(out.f_count[0]) + len(out.meta)  # events drained before pos
             if status == sc.BAD:
                 problem = not_an_event(buf, pos, have, index, bare=text is None)
                 raise TraceError(path, problem or f"malformed JSON near byte {src.offset_of(pos)}")
@@ -336,17 +362,69 @@ def scan_parts(
                 drained = index
                 out.clear()
             keep = n - pos
+            if ahead is not None:
+                buf, spare, pos, have, eof = _carry(src, buf, pos, n, ahead)
+                continue
             if keep * 2 > buf.size - SLACK:
                 buf = grow_buffer(buf)
             buf[:keep] = buf[pos:n]
             src.advance(pos)
             pos = 0
             have, eof = fill(src, buf, keep)
-        tail = buf[pos:have].tobytes() + (b"" if eof else src.read_rest())
+        tail = buf[pos:have].tobytes()
+        if ahead is not None:
+            tail += ahead.buf[HEADROOM : HEADROOM + ahead.got].tobytes()
+            eof = ahead.eof
+        tail += b"" if eof else src.read_rest()
 
-    del scratch, buf  # the scratch is as large as a block's rows: free it before assembling
+    del scratches, scratch, buf, spare  # the scratch is as large as a block's rows: free it before assembling
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
+
+
+@dataclass
+class _Waiting:
+    """A block scanned in parallel whose rows wait in `scratch` to be drained: each chunk's row count and
+    its thread's string count when its scan ended."""
+
+    scratch: _Scratch
+    rows: list[int]
+    known: list[int]
+
+
+@dataclass
+class _Ahead:
+    """The bytes read ahead into `buf` (from HEADROOM on, `got` of them; `eof`: the file's last ones)."""
+
+    buf: np.ndarray
+    got: int
+    eof: bool
+
+
+def _drain(waiting: _Waiting | None, out: Collected, tables: StringTables) -> None:
+    """Move a waiting block's rows into `out`, chunk by chunk in file order; returns None (nothing waits)."""
+    if waiting is not None:
+        for k, rows in enumerate(waiting.rows):
+            _take(k, waiting.scratch.o64[k], waiting.scratch.o32[k], rows, out, tables, waiting.known[k])
+    return None
+
+
+def _carry(src: ByteSource, buf: np.ndarray, pos: int, n: int, ahead: _Ahead):
+    """Put the unfinished event buf[pos:n] just before the bytes read ahead; returns (buffer, spare buffer,
+    pos, have, eof) to scan on from."""
+    keep = n - pos
+    have = HEADROOM + ahead.got
+    if keep <= HEADROOM:
+        start = HEADROOM - keep
+        ahead.buf[start:HEADROOM] = buf[pos:n]
+        src.advance(pos - start)
+        return ahead.buf, buf, start, have, ahead.eof
+    # an event longer than the headroom: one buffer for it and the bytes read ahead, with room to grow
+    joined = np.empty(max(2 * (keep + ahead.got), buf.size) + SLACK, np.uint8)
+    joined[:keep] = buf[pos:n]
+    joined[keep : keep + ahead.got] = ahead.buf[HEADROOM:have]
+    src.advance(pos)
+    return joined, ahead.buf, 0, keep + ahead.got, ahead.eof
 
 
 @dataclass
@@ -379,8 +457,10 @@ def read_head(src: ByteSource, path: str, block: int) -> Head:
         have, eof = fill(src, buf, have)
 
 
-def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
-    """Scan buf[pos:n] in `threads` chunks at once; returns (final status, resume position)."""
+def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, waiting, read_ahead):
+    """Scan buf[pos:n] in `threads` chunks at once into `scratch`; meanwhile drain the `waiting` block's rows
+    and read the next bytes (`read_ahead`). Returns (final status, resume position, the block's rows if they
+    wait to be drained, the bytes read ahead or None)."""
     starts = np.empty(threads, np.int64)
     starts[0] = pos
     step = (n - pos) // threads
@@ -391,7 +471,19 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
         workers.submit(sc.scan, buf, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0, *tables.of(k))
         for k in range(threads)
     ]
-    results = [f.result() for f in futures]  # the scanner releases the GIL: chunks run in parallel
+    # the scanner releases the GIL: while the chunks are scanned, the block before is drained and the
+    # next one read, so that neither waits for the other
+    _drain(waiting, out, tables)
+    ahead = read_ahead()
+    results = [f.result() for f in futures]
+    resume = pos
+    clean = True  # every chunk started where the one before ended, and only the last stopped short
+    for k in range(threads):
+        status, p, _ = results[k]
+        clean = clean and starts[k] == resume and status == (sc.NEED_MORE if k == threads - 1 else sc.OK_END)
+        resume = p
+    if clean:
+        return sc.NEED_MORE, resume, _Waiting(scratch, [r[2] for r in results], tables.counts()), ahead
     resume = pos
     for k in range(threads):
         status, p, rows = results[k]
@@ -409,8 +501,8 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out):
         _take(k, scratch.o64[k], scratch.o32[k], rows, out, tables)
         resume = p
         if status != sc.OK_END:
-            return status, p
-    return sc.NEED_MORE, resume
+            return status, p, None, ahead
+    return sc.NEED_MORE, resume, None, ahead
 
 
 #: what each checked field must hold, by its key (args keys: those the scanner reads as numbers or lists)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +18,7 @@ from gpuan.errors import TraceError
 from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
-from gpuan.trace.kineto.reader import RawTrace
+from gpuan.trace.kineto.reader import RawTrace, thread_count
 from gpuan.trace.kineto.shapes import one_line_codes
 from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
@@ -202,16 +203,19 @@ def _event_columns(
 def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, pa.Array]:
     """Return the columns of the events' args: launch shapes, sizes, collectives and the JSON values."""
     n = fields.n
-    cols = {}
+    makers: dict[str, Callable[[np.ndarray, np.ndarray], pa.Array]] = {}
     for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size", "peer"):
-        cols[col] = fields.column(col, lambda r, v: sparse_column(n, r, v, pa.int32()))
+        makers[col] = lambda r, v: sparse_column(n, r, v, pa.int32())
     for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
-        cols[col] = fields.column(col, lambda r, v: sparse_column(n, r, v, pa.int64()))
+        makers[col] = lambda r, v: sparse_column(n, r, v, pa.int64())
     for col in ("collective", "dtype", "pg_name"):
-        cols[col] = fields.column(col, lambda r, v: dict_column(v, strings, idx=r, length=n))
+        makers[col] = lambda r, v: dict_column(v, strings, idx=r, length=n)
     for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
-        cols[col] = fields.column(col, lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n))
-    return cols
+        makers[col] = lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n)
+    # the columns are independent and numpy gives up the GIL for the big copies: build them side by side
+    with ThreadPoolExecutor(thread_count(), thread_name_prefix="gpuan-columns") as pool:
+        built = pool.map(lambda col: fields.column(col, makers[col]), makers)
+        return dict(zip(makers, built))
 
 
 def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections import Counter, defaultdict
 from decimal import Decimal
 
@@ -188,6 +189,38 @@ def test_parallel_blocks_give_the_same_table(loaded, monkeypatch, headroom):
     assert small.events.equals(trace.events)
     assert small.flows.equals(trace.flows)
     assert small.metadata == trace.metadata
+
+
+def _readable(packed: bytes) -> int:
+    """Return how many bytes of JSON a cut gzip stream still inflates to."""
+    return len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(packed))
+
+
+@pytest.mark.parametrize("before_cut", [None, 20_000, 3_000_000])
+def test_parallel_blocks_report_bad_input_as_one_pass(data_dir, tmp_path, monkeypatch, before_cut):
+    """Reading ahead does not change which problem a damaged file is reported with: a gzip stream cut short,
+    alone or after a malformed event shortly (20 kB: where the reads ahead already meet the cut) or long
+    (3 MB) before the cut, gives the one-thread read's message."""
+    text = gzip.decompress((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
+    packed = gzip.compress(text)
+    if before_cut is not None:
+        at = text.rindex(b'"ts"', 0, _readable(packed[: len(packed) * 6 // 10]) - before_cut)
+        text = text[:at] + b"@" + text[at + 1 :]
+        packed = gzip.compress(text)
+    path = tmp_path / "damaged.json.gz"
+    path.write_bytes(packed[: len(packed) * 6 // 10])
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    problems = []
+    for threads in (1, 2):
+        with pytest.raises(gpuan.errors.TraceError) as e:
+            reader.scan_file(str(path), threads=threads)
+        problems.append(str(e.value))
+    assert problems[0] == problems[1]
+    if before_cut is None:
+        assert "truncated gzip" in problems[0]
+    if before_cut == 3_000_000:
+        assert "malformed JSON near byte" in problems[0]
 
 
 def test_shapes_and_collectives(data_dir):

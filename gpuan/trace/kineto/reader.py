@@ -327,7 +327,10 @@ def scan_parts(
                 return None
             if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
                 spare = np.empty(HEADROOM + BLOCK_BYTES + SLACK, np.uint8)
-            held, at_end = fill(src, spare, HEADROOM)
+            try:
+                held, at_end = fill(src, spare, HEADROOM)
+            except TraceError as e:  # unreadable bytes ahead: said when they are needed, after this block's own
+                return _Ahead(spare, 0, False, e)
             return _Ahead(spare, held - HEADROOM, at_end)
 
         while True:
@@ -373,6 +376,8 @@ def scan_parts(
             have, eof = fill(src, buf, keep)
         tail = buf[pos:have].tobytes()
         if ahead is not None:
+            if ahead.error is not None:
+                raise ahead.error
             tail += ahead.buf[HEADROOM : HEADROOM + ahead.got].tobytes()
             eof = ahead.eof
         tail += b"" if eof else src.read_rest()
@@ -394,11 +399,13 @@ class _Waiting:
 
 @dataclass
 class _Ahead:
-    """The bytes read ahead into `buf` (from HEADROOM on, `got` of them; `eof`: the file's last ones)."""
+    """The bytes read ahead into `buf` (from HEADROOM on, `got` of them; `eof`: the file's last ones), or
+    why they could not be read."""
 
     buf: np.ndarray
     got: int
     eof: bool
+    error: TraceError | None = None  # the bytes could not be read (raised where they are needed)
 
 
 def _drain(waiting: _Waiting | None, out: Collected, tables: StringTables) -> None:
@@ -411,7 +418,9 @@ def _drain(waiting: _Waiting | None, out: Collected, tables: StringTables) -> No
 
 def _carry(src: ByteSource, buf: np.ndarray, pos: int, n: int, ahead: _Ahead):
     """Put the unfinished event buf[pos:n] just before the bytes read ahead; returns (buffer, spare buffer,
-    pos, have, eof) to scan on from."""
+    pos, have, eof) to scan on from. Raises the TraceError met reading ahead."""
+    if ahead.error is not None:
+        raise ahead.error
     keep = n - pos
     have = HEADROOM + ahead.got
     if keep <= HEADROOM:

@@ -56,7 +56,11 @@ def apply(events: pa.Table, proj: Projection | None) -> pa.Table:
     place of the columns it does not read (the table unchanged for None)."""
     if proj is None:
         return events
+    read = events.select([f.name for f in SCHEMA if f.name in proj.columns])
     if proj.kinds is not None and set(proj.kinds) != set(KINDS):
-        events = events.filter(kind_mask(events["kind"], sorted(proj.kinds)))
-    cols = [events[f.name] if f.name in proj.columns else null_column(events.num_rows, f.type) for f in SCHEMA]
+        keep = kind_mask(events["kind"], sorted(proj.kinds))
+        if keep.false_count:  # only the columns read are copied, and none where every row stays
+            read = read.filter(keep)
+    n = read.num_rows
+    cols = [read[f.name] if f.name in proj.columns else null_column(n, f.type) for f in SCHEMA]
     return pa.Table.from_arrays(cols, schema=SCHEMA)

@@ -84,6 +84,22 @@ def test_run_directory_ranks_in_parts_equal_whole(tmp_path, data_dir, monkeypatc
     assert_same_file(whole, parts)
 
 
+@pytest.mark.parametrize("name", ["a100_ddp2_rank0_nccl.json.gz", "mi300x_resnet_ddp_act_checkpoint.json.gz"])
+def test_parallel_blocks_in_parts_equal_whole(tmp_path, data_dir, monkeypatch, name):
+    # two scanner threads on blocks large enough to scan in parallel: a block's rows wait to be drained while
+    # the next is scanned, so a part is handed on with rows still waiting and they open the next part
+    monkeypatch.setenv("GPUAN_THREADS", "2")
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    whole = parquet.write(read_kineto(str(data_dir / "kineto" / name)), tmp_path / "whole.parquet")
+    monkeypatch.setattr(bounded, "part_rows_for", lambda max_memory: 997)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    counts = parts_made(monkeypatch)
+    parts = tmp_path / "parts.parquet"
+    bounded.convert(data_dir / "kineto" / name, parts, max_memory=1 << 30)
+    assert_same_file(whole, parts)
+    assert counts[0] >= 3, counts
+
+
 def quirky_trace() -> dict:
     """A small trace with everything that spans parts: B/E pairs (nested, across parts, out of file order),
     string pids and tids, instants, events without ts, flows, a ROCm launch call whose kernel (grid in

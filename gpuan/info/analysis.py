@@ -211,7 +211,9 @@ def _int_or_none(value: object) -> int | None:
 def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
     """Return per (rank, device, stream) of the GPU activity rows: events, kernels, kernel time, and busy
     time (the union of their kernel, memcpy and memset intervals)."""
-    rows = gpu.filter(pc.is_valid(gpu["ts"])).select(["rank", "device", "stream", "kind", "ts", "dur"])
+    rows = gpu.select(["rank", "device", "stream", "kind", "ts", "dur"])
+    if rows["ts"].null_count:
+        rows = rows.filter(pc.is_valid(rows["ts"]))
     if rows.num_rows == 0:
         return []
     null = NULL64

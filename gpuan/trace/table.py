@@ -54,7 +54,8 @@ class Trace:
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown kind(s) {sorted(unknown)}; kinds are {', '.join(KINDS)}")
-        return self.events.filter(kind_mask(self.events["kind"], kinds))
+        keep = kind_mask(self.events["kind"], kinds)
+        return self.events if not keep.false_count else self.events.filter(keep)  # no copy when all are kept
 
     def column(self, name: str, engine=None):
         """Return one column as an array of the engine's namespace (numpy on the CPU, CuPy on the GPU).

@@ -269,7 +269,7 @@ def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0):
     """Scan [pos, end) with thread t's scratch until a final status; returns (status, pos, rows)."""
     row = row0
     while True:
-        status, pos, row = sc.scan(buf, pos, end, n, scratch.o64[t], scratch.o32[t], row, *tables.of(t))
+        status, pos, row = sc.scan(buf, sc.words(buf), pos, end, n, scratch.o64[t], scratch.o32[t], row, *tables.of(t))
         if status == sc.GROW:
             tables.grow()
             continue
@@ -476,8 +476,9 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
     for k in range(1, threads):
         starts[k] = max(sc.find_chunk_start(buf, pos + k * step, n), starts[k - 1])
     ends = np.append(starts[1:], n).astype(np.int64)
+    b64 = sc.words(buf)
     futures = [
-        workers.submit(sc.scan, buf, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0, *tables.of(k))
+        workers.submit(sc.scan, buf, b64, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0, *tables.of(k))
         for k in range(threads)
     ]
     # the scanner releases the GIL: while the chunks are scanned, the block before is drained and the
@@ -537,7 +538,7 @@ def not_an_event(buf: np.ndarray, pos: int, n: int, index: int, *, bare: bool) -
     before = buf[max(pos - 64, 0) : pos].tobytes().rstrip()
     if not before.endswith((b",", b"[")):  # a value where a comma should be: malformed, not another document
         return None
-    end = sc.skip_value(buf, buf[: (buf.size // 8) * 8].view(np.uint64), pos, n)
+    end = sc.skip_value(buf, sc.words(buf), pos, n)
     after = sc.skip_ws(buf, end, n) if end > 0 else n
     if after >= n or buf[after] not in (ord(","), ord("]")):
         return None
@@ -549,7 +550,7 @@ def wrong_type(buf: np.ndarray, pos: int, n: int, value_at: int, index: int, off
     """Return the one-line problem for the event at buf[pos] (traceEvents[index], at byte `offset` of the
     file) whose value at buf[value_at] has the wrong type: the event, the field, the value, what it must be;
     or that it has no phase (value_at -1)."""
-    b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
+    b64 = sc.words(buf)
     ev_end = sc.skip_value(buf, b64, pos, n)
     event = (
         f"traceEvents[{index:,}]{_event_name(buf[pos : ev_end if ev_end > pos else n].tobytes())} at byte {offset:,}"

@@ -310,6 +310,18 @@ def _same_bytes(b64, a, pool64, o, ln):
 
 
 @njit(cache=True, inline="always")
+def _put_bytes(pool64, o, buf, a, ln):
+    """Copy buf[a:a+ln] to bytes [o, o+ln) of the word array pool64, byte by byte (new strings only). Not
+    through a byte view of pool64: a view's error path would make loading every cached scanner function
+    import numba's unicode support (0.1-0.2 s of each command)."""
+    for i in range(ln):
+        p = o + i
+        q = p >> 3
+        sh = np.uint64((p & 7) * 8)
+        pool64[q] = (pool64[q] & ~(np.uint64(0xFF) << sh)) | (np.uint64(buf[a + i]) << sh)
+
+
+@njit(cache=True, inline="always")
 def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
     """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
     h = _hash_bytes(b64, a, b)
@@ -327,7 +339,7 @@ def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
     used = st[ST_POOL]
     if nu >= uoff.shape[0] or used + ln + 16 > pool64.shape[0] * 8 or 2 * (nu + 1) > tkeys.shape[0]:
         return -1
-    pool64.view(np.uint8)[used : used + ln] = buf[a:b]
+    _put_bytes(pool64, used, buf, a, ln)
     uoff[nu] = used
     ulen[nu] = ln
     tkeys[slot] = h
@@ -860,17 +872,16 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
 
 
 @njit(cache=True, nogil=True)
-def scan(buf, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st):
+def scan(buf, b64, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse the events of the array that start in [pos, end) of buf[:n] into rows row0.. of the scratch.
 
-    buf must extend at least 16 bytes past n (word reads look ahead). pos must be at an event's '{' or
-    at the separators before one. Returns (status, pos, rows): status
+    buf must extend at least 16 bytes past n (word reads look ahead); b64 is its :func:`words`. pos must
+    be at an event's '{' or at the separators before one. Returns (status, pos, rows): status
     is one of the codes above; pos is where to resume (an event start, or after the array's ']');
     rows is the number of the first unfilled scratch row.
     """
     cap = o64.shape[0]
     row = row0
-    b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
     while True:
         pos = skip_ws(buf, pos, n)
         if pos < n and buf[pos] == COMMA:
@@ -919,14 +930,23 @@ def find_chunk_start(buf, pos, n):
     return n
 
 
-@njit(cache=True)
-def find_events_array(buf, n):
+def words(buf: np.ndarray) -> np.ndarray:
+    """Return buf's whole 8-byte words as a uint64 view, for the scanner's word reads. Made here, not in the
+    compiled functions: a view's error path there would make loading them import numba's unicode support."""
+    return buf[: (buf.size // 8) * 8].view(np.uint64)
+
+
+def find_events_array(buf: np.ndarray, n: int) -> tuple[int, int]:
     """Find the traceEvents array in the head of a trace.
 
     Returns (kind, pos): kind 1 = object with "traceEvents", pos just after its '['; kind 2 = the file is
     a bare array of events, pos after '['; 0 = not found in buf[:n] (need more bytes); -1 = not a trace.
     """
-    b64 = buf[: (buf.size // 8) * 8].view(np.uint64)
+    return _find_events_array(buf, words(buf), n)
+
+
+@njit(cache=True)
+def _find_events_array(buf, b64, n):
     pos = skip_ws(buf, 0, n)
     if pos >= n:
         return 0, 0

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from gpuan.trace.kinds import KINDS
 from gpuan.trace.schema import SCHEMA
-from gpuan.trace.table import kind_mask, null_column
+from gpuan.trace.table import null_column, rows_of_kinds
 
 #: the columns every projection reads
 ALWAYS = frozenset({"kind", "rank"})
@@ -56,11 +56,9 @@ def apply(events: pa.Table, proj: Projection | None) -> pa.Table:
     place of the columns it does not read (the table unchanged for None)."""
     if proj is None:
         return events
-    read = events.select([f.name for f in SCHEMA if f.name in proj.columns])
+    read = events.select([f.name for f in SCHEMA if f.name in proj.columns])  # only these are copied, if any
     if proj.kinds is not None and set(proj.kinds) != set(KINDS):
-        keep = kind_mask(events["kind"], sorted(proj.kinds))
-        if keep.false_count:  # only the columns read are copied, and none where every row stays
-            read = read.filter(keep)
+        read = rows_of_kinds(read, sorted(proj.kinds))
     n = read.num_rows
     cols = [read[f.name] if f.name in proj.columns else null_column(n, f.type) for f in SCHEMA]
     return pa.Table.from_arrays(cols, schema=SCHEMA)

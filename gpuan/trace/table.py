@@ -54,8 +54,7 @@ class Trace:
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown kind(s) {sorted(unknown)}; kinds are {', '.join(KINDS)}")
-        keep = kind_mask(self.events["kind"], kinds)
-        return self.events if not keep.false_count else self.events.filter(keep)  # no copy when all are kept
+        return rows_of_kinds(self.events, kinds)
 
     def column(self, name: str, engine=None):
         """Return one column as an array of the engine's namespace (numpy on the CPU, CuPy on the GPU).
@@ -75,6 +74,13 @@ class Trace:
         except ImportError as e:
             raise UsageError("Trace.to_cudf: RAPIDS cuDF is not installed (https://docs.rapids.ai/install)") from e
         return cudf.DataFrame.from_arrow(self.events)
+
+
+def rows_of_kinds(table: pa.Table, kinds: Sequence[str]) -> pa.Table:
+    """Return the rows of `table` whose ``kind`` is one of `kinds`: the table itself, not a copy, where every
+    row is."""
+    keep = kind_mask(table["kind"], kinds)
+    return table.filter(keep) if keep.false_count else table
 
 
 def kind_mask(kind: pa.ChunkedArray | pa.Array, kinds: Sequence[str]) -> pa.Array:

@@ -336,9 +336,10 @@ def scan_parts(
         while True:
             n = have
             ahead = None
-            scratch = scratches[-1] if waiting is None else scratches[waiting.scratch is scratches[0]]
+            scratch = next(s for s in scratches if waiting is None or s is not waiting.scratch)
             if threads == 1 or n - pos < MIN_PARALLEL_BYTES:
-                waiting = _drain(waiting, out, tables)
+                _drain(waiting, out, tables)
+                waiting = None
                 status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
                 scratch.note_wrong_type(status, 0, rows)
                 _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
@@ -409,11 +410,10 @@ class _Ahead:
 
 
 def _drain(waiting: _Waiting | None, out: Collected, tables: StringTables) -> None:
-    """Move a waiting block's rows into `out`, chunk by chunk in file order; returns None (nothing waits)."""
+    """Move a waiting block's rows (if any) into `out`, chunk by chunk in file order; returns nothing."""
     if waiting is not None:
         for k, rows in enumerate(waiting.rows):
             _take(k, waiting.scratch.o64[k], waiting.scratch.o32[k], rows, out, tables, waiting.known[k])
-    return None
 
 
 def _carry(src: ByteSource, buf: np.ndarray, pos: int, n: int, ahead: _Ahead):

@@ -1,7 +1,8 @@
 """Whole commands, process start included: what a user waits for from the shell prompt to the prompt.
 
     python bench/startup.py [--out bench/results] [--repeat 7] [--sizes 50k,250k,1M] [--dir DIR]
-                            [--no-cold] [--no-profiles] [--peer 'uplifter -i {trace}']
+                            [--no-cold | --only-cold] [--no-profiles] [--peer 'uplifter -i {trace}']
+                            [--baseline DIR [--baseline-name NAME]]
 
 Every row is a fresh process (``sys.executable -m gpuan ...``, as the console script runs it) timed from
 outside with a wall clock around ``subprocess.run`` (interpreter start, imports, numba's cache load, the
@@ -10,7 +11,8 @@ fresh processes and their spread (min-max), never the best of N. Their numba cac
 (an untimed run before each series compiles whatever the series needs, once), which is what a user
 pays on every run but the first. The **first call** after installing, with an empty numba cache (it
 compiles the scanner and the analysis' kernels), is measured too, once per command, with
-``NUMBA_CACHE_DIR`` pointed at a fresh empty directory (``--no-cold`` skips it: minutes).
+``NUMBA_CACHE_DIR`` pointed at a fresh empty directory (``--no-cold`` skips it: minutes; ``--only-cold``
+measures only it; with ``--baseline`` the baseline's first call follows each, with its own empty cache).
 
 Anchors in the same run: a bare interpreter (``python -c pass``), the imports every command's work
 needs (numpy + pyarrow; and numba), and a compiled peer where one is given (``--peer``, a command with
@@ -235,12 +237,17 @@ def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Pat
     return row
 
 
-def cold(what: str, argv: list[str]) -> Row:
-    """Return the one run of `argv` with an empty numba cache (everything it calls compiles first)."""
-    with tempfile.TemporaryDirectory(prefix="gpuan-cold-numba-") as empty:
-        seconds, cpu = wall(argv, env=user_env(NUMBA_CACHE_DIR=empty))
-        row = Row(what, [seconds], [cpu])
-    print(f"  {what} (cold cache): {row.times[0]:.2f} s", flush=True)
+def cold(what: str, argv: list[str], baseline: Path | None = None) -> Row:
+    """Return the one run of `argv` with an empty numba cache (everything it calls compiles first); with a
+    `baseline` checkout, then one run of its gpuan with another empty cache."""
+    row = Row(what)
+    for where, extra in [(REPO, {}), (baseline, {"PYTHONPATH": str(baseline)})][: 2 if baseline else 1]:
+        with tempfile.TemporaryDirectory(prefix="gpuan-cold-numba-") as empty:
+            seconds, cpu = wall(argv, where=where, env=user_env(NUMBA_CACHE_DIR=empty, **extra))
+        (row.base if where is baseline else row.times).append(seconds)
+        (row.base_cpu if where is baseline else row.cpu).append(cpu)
+    base = f" (baseline {row.base[0]:.2f} s)" if row.base else ""
+    print(f"  {what} (cold cache): {row.times[0]:.2f} s{base}", flush=True)
     return row
 
 
@@ -264,6 +271,8 @@ def run(args: argparse.Namespace) -> Measured:
     base = Path(args.baseline).resolve() if args.baseline else None
     traces = ensure_traces(Path(args.dir), [parse_size(s) for s in args.sizes.split(",")], args.profiles)
     r = args.repeat
+    if args.only_cold:
+        return Measured([series("python -c pass", [*py, "-c", "pass"], r)], [], _cold_rows(traces, base), traces)
     print("start-up", flush=True)
     startup = [
         series("python -c pass", [*py, "-c", "pass"], r),
@@ -283,12 +292,15 @@ def run(args: argparse.Namespace) -> Measured:
         if args.peer:
             rows.append(series(f"peer: {args.peer}", shlex.split(args.peer.format(trace=t.path)), r))
         per_trace.append((t.label, rows))
-    cold_rows = []
-    if args.cold:
-        mid = traces[min(1, len(traces) - 1)]
-        print(f"cold numba cache, {mid.label}", flush=True)
-        cold_rows = [cold(f"gpuan {c} ({mid.label})", [*gpuan, c, str(mid.path)]) for c in COMMANDS]
-    return Measured(startup, per_trace, cold_rows, traces)
+    return Measured(startup, per_trace, _cold_rows(traces, base) if args.cold else [], traces)
+
+
+def _cold_rows(traces: list[TraceFile], baseline: Path | None) -> list[Row]:
+    """Return each command's first call with an empty numba cache on the second trace (the first if only one)."""
+    mid = traces[min(1, len(traces) - 1)]
+    print(f"cold numba cache, {mid.label}", flush=True)
+    gpuan = [sys.executable, "-m", "gpuan"]
+    return [cold(f"gpuan {c} ({mid.label})", [*gpuan, c, str(mid.path)], baseline) for c in COMMANDS]
 
 
 def _commit_of(checkout: Path) -> str:
@@ -346,13 +358,14 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
     lines += ["| " + " | ".join([r.what, *_cells(r, bare)]) + " |" for r in m.startup]
     lines += ["", "## Whole commands on generated traces", "", "| trace | .json.gz | what |", "|---|---:|---|"]
     lines += [f"| {t.label} | {_size(t.path)} | {t.what} |" for t in m.traces]
-    lines += ["", f"| trace | command | {columns} | x peer |", f"|---|---|{rule}---:|"]
+    if m.per_trace:
+        lines += ["", f"| trace | command | {columns} | x peer |", f"|---|---|{rule}---:|"]
     for label, rows in m.per_trace:
         peer_row = rows[-1] if args.peer else None
         for r in rows:
             vs_peer = f"{r.median / peer_row.median:.2f}" if peer_row else "–"
             lines.append("| " + " | ".join([label, r.what, *_cells(r, bare), vs_peer]) + " |")
-    if not args.peer:
+    if not args.peer and m.per_trace:
         which = shutil.which("uplifter")
         lines += ["", f"No compiled peer measured (`which uplifter`: {which or 'not installed'}; no Go toolchain "
                   "here): the anchor is `python -c pass`."]  # fmt: skip
@@ -364,10 +377,12 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
             "One run each with `NUMBA_CACHE_DIR` pointed at a new empty directory: what the very first command "
             "after installing gpuan costs (it compiles the scanner and the analysis' kernels, then caches them).",
             "",
-            "| command | seconds | CPU s |",
-            "|---|---:|---:|",
+            "| command | seconds | CPU s | baseline seconds | baseline CPU s |",
+            "|---|---:|---:|---:|---:|",
         ]
-        lines += [f"| {r.what} | {r.times[0]:.1f} | {r.cpu[0]:.1f} |" for r in m.cold]
+        for r in m.cold:
+            base_cells = [f"{r.base[0]:.1f}", f"{r.base_cpu[0]:.1f}"] if r.base else ["–", "–"]
+            lines.append("| " + " | ".join([r.what, f"{r.times[0]:.1f}", f"{r.cpu[0]:.1f}", *base_cells]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -378,6 +393,7 @@ def main() -> None:
     p.add_argument("--sizes", default="50k,250k,1M", help="kernels of the LLM traces (default 50k,250k,1M)")
     p.add_argument("--dir", default=str(DEFAULT_DIR), help=f"where the traces are written (default {DEFAULT_DIR})")
     p.add_argument("--no-cold", dest="cold", action="store_false", help="skip the empty-cache first calls")
+    p.add_argument("--only-cold", action="store_true", help="only the empty-cache first calls (and python -c pass)")
     p.add_argument("--no-profiles", dest="profiles", action="store_false", help="LLM kernel traces only")
     p.add_argument("--peer", default=None, help="a compiled peer's command, {trace} for the trace")
     p.add_argument("--baseline", default=None, help="another gpuan checkout to time alternately (before/after)")

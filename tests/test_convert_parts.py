@@ -18,6 +18,7 @@ from conftest import DATA, kineto_files
 
 from gpuan.trace import bounded, parquet
 from gpuan.trace.kineto import read_kineto, reader
+from gpuan.trace.projection import projection
 
 GENERATOR = DATA.parent / "tools" / "gen_kineto_trace.py"
 
@@ -252,6 +253,7 @@ def test_auto_parts_when_the_trace_would_not_fit(tmp_path, data_dir):
 PEAK = """
 import sys
 from gpuan.trace import bounded, parquet
+from gpuan.trace.projection import projection
 from gpuan.trace.kineto import read_kineto
 src, how, small = sys.argv[1:4]
 read_kineto(small)  # loads the compiled scanner, whose own peak is not the conversion's
@@ -285,14 +287,64 @@ def test_memory_in_parts_stays_below_the_whole_conversion(tmp_path, data_dir):
     assert plain(parquet.read(str(src) + ".parquet").events).num_rows > 1_000_000
 
 
-def test_a_footer_past_thrifts_default_limit_reads(tmp_path, data_dir):
-    """The flows ride in the footer: a trace with tens of millions of them makes a footer past the 100 MB
-    that Thrift allows by default (202 MB for the 36 GiB trace of bench/convert.py)."""
-    t = read_kineto(str(data_dir / "kineto" / "a100_alexnet.json.gz"))
-    big = bytes(110 << 20)  # stands for the flows' file; only read when the flows are used
-    path = parquet.write_pieces([t.events], t.metadata, big, tmp_path / "big-footer.parquet")
-    with pytest.raises(OSError, match="size limit"):
-        pq.ParquetFile(path)  # what gpuan's reader met before it raised the limit
+def test_the_flows_fill_row_groups_of_their_own_not_the_footer(tmp_path, data_dir):
+    """The flows are written after the events, in row groups of their own that only the flows are read from:
+    the footer stays small (it held the flows up to format 8: 202 MB for the 36 GiB trace of bench/convert.py)
+    and the events read as if there were none."""
+    t = read_kineto(str(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz"))
+    assert t.flows.num_rows > 10_000
+    path = parquet.write(t, tmp_path / "flows.parquet")
+    f = pq.ParquetFile(path)
+    flow_groups = int(f.metadata.metadata[parquet.FLOW_GROUPS_KEY])
+    assert flow_groups == 1
+    assert f.metadata.row_group(f.num_row_groups - 1).num_rows == t.flows.num_rows
+    assert f.metadata.serialized_size < 64 << 10
     back = parquet.read(path)
     assert plain(back.events).equals(plain(t.events))
-    assert parquet.stored_format(path) == "kineto"
+    assert back.flows.equals(t.flows)
+    assert parquet.read(path, projection(("ts", "name"), ("kernel",))).flows.equals(t.flows)
+
+
+def test_flows_cut_anyhow_fill_the_same_row_groups(tmp_path, data_dir, monkeypatch):
+    """Flows handed over in parts of any size (a conversion in parts spills them part by part) are written
+    in the same row groups of ROW_GROUP_ROWS rows as the flows of a conversion in memory."""
+    t = read_kineto(str(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz"))
+    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 4096)
+    whole = parquet.write_pieces([t.events], t.metadata, [t.flows], tmp_path / "whole.parquet")
+    cuts = [0, 1, 4095, 4097, 9000, 9001, 20_000, t.flows.num_rows]
+    pieces = [t.flows.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])]
+    cut = parquet.write_pieces([t.events], t.metadata, pieces, tmp_path / "cut.parquet")
+    sizes = []
+    for path in (whole, cut):
+        f = pq.ParquetFile(path)
+        n = int(f.metadata.metadata[parquet.FLOW_GROUPS_KEY])
+        sizes.append([f.metadata.row_group(i).num_rows for i in range(f.num_row_groups - n, f.num_row_groups)])
+        assert parquet.read(path).flows.equals(t.flows)
+    assert sizes[0] == sizes[1]
+    assert set(sizes[0][:-1]) == {4096} and len(sizes[0]) == -(-t.flows.num_rows // 4096)
+
+
+def _format_8_file(t, path: Path, flows: bytes) -> Path:
+    """Write the trace's events as gpuan wrote them up to format 8: the flows, as a Parquet file of their own,
+    in the schema's metadata."""
+    meta = dict(t.metadata, gpuan_parquet_version=8)
+    schema = t.events.schema.with_metadata({parquet.META_KEY: json.dumps(meta).encode(), parquet.FLOWS_KEY: flows})
+    pq.write_table(t.events.replace_schema_metadata(schema.metadata), path)
+    return path
+
+
+def test_a_format_8_file_with_flows_in_its_footer_reads(tmp_path, data_dir):
+    """Files of format 8 and before keep their flows in the footer, past Thrift's default limit of 100 MB
+    for tens of millions of flows: their events and flows still read."""
+    t = read_kineto(str(data_dir / "kineto" / "a100_alexnet.json.gz"))
+    sink = pa.BufferOutputStream()
+    pq.write_table(t.flows, sink)
+    path = _format_8_file(t, tmp_path / "v8.parquet", sink.getvalue().to_pybytes())
+    back = parquet.read(path)
+    assert plain(back.events).equals(plain(t.events))
+    assert plain(back.flows).equals(plain(t.flows))
+    big = _format_8_file(t, tmp_path / "big-footer.parquet", bytes(110 << 20))  # only read when flows are used
+    with pytest.raises(OSError, match="size limit"):
+        pq.ParquetFile(big)  # what gpuan's reader met before it raised the limit
+    assert plain(parquet.read(big).events).equals(plain(t.events))
+    assert parquet.stored_format(big) == "kineto"

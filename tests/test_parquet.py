@@ -87,11 +87,12 @@ def test_foreign_parquet_is_refused(tmp_path):
 
 
 def _rewritten(src, dst, metadata=None, kind=None):
-    """Copy the gpuan Parquet file `src` to `dst` with some schema metadata replaced, or every event's kind."""
+    """Copy the events of the gpuan Parquet file `src` to `dst` with some schema metadata replaced, or every
+    event's kind."""
     import pyarrow as pa
 
-    table = pq.read_table(src)
-    meta = dict(table.schema.metadata)
+    table = parquet.read(src).events  # without the flows' rows
+    meta = dict(pq.read_schema(src).metadata)
     meta.update(metadata or {})
     if kind is not None:
         kinds = pa.array([kind] * table.num_rows).dictionary_encode()
@@ -105,7 +106,9 @@ def _rewritten(src, dst, metadata=None, kind=None):
     [
         ({"metadata": {parquet.META_KEY: b"[1, 2]"}}, "unreadable gpuan metadata"),
         ({"metadata": {parquet.META_KEY: b"{not json"}}, "unreadable gpuan metadata"),
-        ({"metadata": {parquet.FLOWS_KEY: b"PAR1..."}}, "unreadable flows"),
+        ({"metadata": {parquet.FLOWS_KEY: b"PAR1..."}}, "unreadable flows"),  # format 8: flows in the footer
+        ({"metadata": {parquet.FLOW_GROUPS_KEY: b"two"}}, "unreadable record of the flows' row groups"),
+        ({"metadata": {parquet.FLOW_GROUPS_KEY: b"5"}}, "unreadable record of the flows' row groups"),
         ({"kind": "zzz"}, "unknown event kinds in the Parquet file: zzz"),
     ],
 )

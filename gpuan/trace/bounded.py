@@ -118,9 +118,7 @@ def convert(
                 spill.add(trace.events)
                 spill.add_flows(trace.flows)
                 meta = trace.metadata
-            # flows are a few bytes each once compressed, and ride in the file's metadata as one small file
-            flows = parquet.flows_file(spill.flows())
-            parquet.write_pieces(spill.merged(parquet.ROW_GROUP_ROWS), meta, flows, out, source=cache_of)
+            parquet.write_pieces(spill.merged(parquet.ROW_GROUP_ROWS), meta, spill.flows(), out, source=cache_of)
         return spill.rows
     finally:
         spill.remove()

@@ -203,7 +203,7 @@ def write_parquet(run: DealtRun, path: str | os.PathLike) -> int | None:
             yield with_dictionaries(table, words).combine_chunks()
 
     try:
-        parquet.write_pieces(kind_runs(coded()), run.metadata, parquet.flows_file([concat_ranks(flows)]), path)
+        parquet.write_pieces(kind_runs(coded()), run.metadata, [concat_ranks(flows)], path)
     finally:
         for _ in events:  # the other processes send every rank, whatever happened here
             pass

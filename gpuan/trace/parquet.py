@@ -1,7 +1,9 @@
 """The Parquet cache: the event table, its flows and metadata in one Parquet file.
 
-The flow table and the metadata ride in the file's key-value metadata (flows as a small Parquet file of
-their own, decoded only when used), so a single file carries the whole Trace.
+The events come first, in row groups of one kind each. The flows follow in row groups of their own, as rows
+of the event schema of kind ``flow`` (:func:`_flow_rows`), decoded only when used; the footer records how
+many row groups they fill. The metadata rides in the file's key-value metadata. So a single file carries
+the whole Trace, is written in one streaming pass however many flows it holds, and its footer stays small.
 """
 
 from __future__ import annotations
@@ -25,14 +27,21 @@ from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
 from gpuan.trace.table import Trace, kind_mask, null_column
 
 META_KEY = b"gpuan.metadata"
-FLOWS_KEY = b"gpuan.flows"
+FLOWS_KEY = b"gpuan.flows"  # format 8 and before: the flows as a small Parquet file in the footer
+#: how many row groups at the end of the file hold the flows (format 9 on)
+FLOW_GROUPS_KEY = b"gpuan.flow_row_groups"
+#: the kind of the rows that hold flows, in those row groups only
+FLOW_KIND = "flow"
+#: the event column each flow column is stored in
+_FLOW_IN = {"id": "correlation", "cat": "cat", "phase": "name", "ts": "ts", "pid": "pid", "tid": "tid", "rank": "rank"}
 #: per row group, the columns that are null throughout it (written by gpuan, so the reader never asks
 #: pyarrow for a column chunk's statistics: on a corrupt footer that aborts the process)
 NULLS_KEY = b"gpuan.null_columns"
-FORMAT_VERSION = 8  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
+FORMAT_VERSION = 9  # 2: peer and tag columns; 3: ProfilerStep ranges are annotations in every Kineto version;
 # 4: kernel grids in workgroups (ROCm work-item launches divided, gpuan/trace/launch_dims.py); 5: shapes in
 # one line (gpuan/trace/kineto/shapes.py); 6: ROCm GPU agent ids as device indexes (gpuan/trace/kineto/agents.py);
-# 7: a rank's distributedInfo as evidence of its agent's device; 8: the null columns of each row group
+# 7: a rank's distributedInfo as evidence of its agent's device; 8: the null columns of each row group;
+# 9: the flows in row groups of their own, not in the footer
 ROW_GROUP_ROWS = 1 << 20
 # Integer columns that rise within a kind: delta encoding makes them small and several times faster to
 # decode than plain values under a general-purpose compressor (ts: 60 ms -> 6 ms per 2M rows here).
@@ -77,33 +86,22 @@ def write(trace: Trace, path: str | os.PathLike, *, source: str | os.PathLike | 
 
     With `source`, the file records the source's size and mtime so that :func:`is_fresh` can tell
     whether it still stands for it."""
-    return write_pieces(_kind_slices(trace.events), trace.metadata, flows_file([trace.flows]), path, source=source)
-
-
-def flows_file(tables: Iterable[pa.Table]) -> bytes:
-    """Return the flow tables, one after another, as the small Parquet file that rides in the cache's
-    metadata."""
-    sink = pa.BufferOutputStream()
-    flow_delta = ["id", "ts", "pid", "tid"]
-    with pq.ParquetWriter(sink, FLOW_SCHEMA, compression="lz4", use_dictionary=["cat", "phase"],
-                          column_encoding={c: "DELTA_BINARY_PACKED" for c in flow_delta}) as writer:  # fmt: skip
-        for t in tables:
-            writer.write_table(t)
-    return sink.getvalue().to_pybytes()
+    return write_pieces(_kind_slices(trace.events), trace.metadata, [trace.flows], path, source=source)
 
 
 def write_pieces(
     pieces: Iterable[pa.Table],
     metadata: dict,
-    flows: bytes,
+    flows: Iterable[pa.Table],
     path: str | os.PathLike,
     *,
     source: str | os.PathLike | None = None,
 ) -> Path:
     """Write the event table given as `pieces` (in the table's order, each of one kind; a piece becomes
-    row groups of :data:`ROW_GROUP_ROWS` rows) to a Parquet file, with the trace's metadata and its flows
-    (:func:`flows_file`), atomically; returns its path. Only one piece is held at a time, so a table larger
-    than memory is written from pieces made one after another (:mod:`gpuan.trace.kineto.parts`)."""
+    row groups of :data:`ROW_GROUP_ROWS` rows) to a Parquet file, then the trace's flow tables `flows` (in
+    order; each of FLOW_SCHEMA) in row groups of their own, with the trace's metadata, atomically; returns
+    its path. Only one piece or flow table is held at a time, so a table larger than memory is written from
+    pieces made one after another (:mod:`gpuan.trace.kineto.parts`)."""
     path = Path(path)
     meta = dict(metadata)
     meta["gpuan_parquet_version"] = FORMAT_VERSION
@@ -114,7 +112,7 @@ def write_pieces(
     first = next(pieces, None)
     if first is None:
         first = SCHEMA.empty_table()
-    schema = first.schema.with_metadata({META_KEY: json.dumps(meta, default=str).encode(), FLOWS_KEY: flows})
+    schema = first.schema.with_metadata({META_KEY: json.dumps(meta, default=str).encode()})
     try:
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     except OSError as e:
@@ -137,7 +135,14 @@ def write_pieces(
                 if piece.num_rows:
                     writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
                     nulls += _null_columns(piece)
-            writer.add_key_value_metadata({NULLS_KEY: json.dumps(nulls).encode()})
+            event_groups = len(nulls)
+            for table in _regrouped(flows, ROW_GROUP_ROWS):
+                piece = _flow_rows(table)
+                writer.write_table(piece, row_group_size=ROW_GROUP_ROWS)
+                nulls += _null_columns(piece)
+            writer.add_key_value_metadata(
+                {NULLS_KEY: json.dumps(nulls).encode(), FLOW_GROUPS_KEY: str(len(nulls) - event_groups).encode()}
+            )
         os.replace(tmp, path)
     except IsADirectoryError:
         raise TraceError(path, "is a directory") from None
@@ -145,6 +150,49 @@ def write_pieces(
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _regrouped(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """Yield the rows of `tables` (of one schema), in order, as tables of `rows` rows (the last one shorter):
+    the same row groups however the rows came cut."""
+    held, count = [], 0
+    for table in tables:
+        while table.num_rows:
+            take = min(rows - count, table.num_rows)
+            held.append(table.slice(0, take))
+            count, table = count + take, table.slice(take)
+            if count == rows:
+                yield pa.concat_tables(held)
+                held, count = [], 0
+    if count:
+        yield pa.concat_tables(held)
+
+
+def _flow_rows(flows: pa.Table) -> pa.Table:
+    """Return the flow table (FLOW_SCHEMA) as rows of the event schema, of kind FLOW_KIND: each flow column in
+    the event column of :data:`_FLOW_IN`, the others null."""
+    n = flows.num_rows
+    kind = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int8)), pa.array([FLOW_KIND]))
+    stored = {event: flows[flow] for flow, event in _FLOW_IN.items()}
+    cols = [
+        kind if f.name == "kind" else _as(stored[f.name], f.type) if f.name in stored else null_column(n, f.type)
+        for f in SCHEMA
+    ]
+    return pa.Table.from_arrays(cols, schema=SCHEMA)
+
+
+def _read_flows(path: str, groups: range, rows: int) -> pa.Table:
+    """Return the flows stored in row groups `groups` of the gpuan Parquet file at `path` (which held `rows`
+    rows in all when it was opened) as a table of FLOW_SCHEMA."""
+    try:
+        pf = _open(path)
+        if pf.metadata.num_rows != rows or pf.num_row_groups != groups.stop:
+            raise TraceError(path, "the Parquet file changed after it was read; load it again")
+        got = pf.read_row_groups(list(groups), columns=list(dict.fromkeys(_FLOW_IN.values())), use_threads=USE_THREADS)
+        cols = [_as(got[_FLOW_IN[f.name]], f.type) for f in FLOW_SCHEMA]
+        return pa.Table.from_arrays(cols, schema=FLOW_SCHEMA)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise TraceError(path, f"unreadable flows in the Parquet file ({str(e).splitlines()[0]})") from None
 
 
 def _null_columns(piece: pa.Table) -> list[list[str]]:
@@ -198,7 +246,7 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
     path = str(path)
     try:
         pf = _open(path)
-        schema = pf.schema_arrow  # parsed once: it carries the flows, megabytes of metadata
+        schema = pf.schema_arrow
         meta_raw = schema.metadata or {}
         if META_KEY not in meta_raw:
             raise TraceError(path, "a Parquet file that gpuan did not write (no gpuan metadata)")
@@ -209,11 +257,16 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
         wrong = [f"{f.name} is {schema.field(f.name).type}, not {f.type}" for f in SCHEMA if not _fits(schema, f)]
         if wrong:
             raise TraceError(path, f"Parquet column {wrong[0]}")
-        nulls = _recorded_nulls(pf.metadata.metadata or {}, pf.num_row_groups)  # the footer's key-values
+        footer = pf.metadata.metadata or {}  # the footer's key-values
+        nulls = _recorded_nulls(footer, pf.num_row_groups)
         if nulls is None:
             raise TraceError(path, "unreadable record of the null columns in the Parquet file")
+        flow_groups = _recorded_flow_groups(footer, pf.num_row_groups)
+        if flow_groups is None:
+            raise TraceError(path, "unreadable record of the flows' row groups in the Parquet file")
+        event_groups, rows = pf.num_row_groups - flow_groups, pf.metadata.num_rows
         with _steady_memory_pool():
-            groups = [_read_row_group(pf, nulls[i], i, projection) for i in range(pf.num_row_groups)]
+            groups = [_read_row_group(pf, nulls[i], i, projection) for i in range(event_groups)]
         pieces = [events for events, _ in groups if events is not None]
     except (OSError, ValueError, pa.ArrowException) as e:  # ValueError: a column path that is no UTF-8
         raise TraceError(path, f"unreadable Parquet file ({str(e).splitlines()[0]})") from None
@@ -223,8 +276,13 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
         meta = None
     if not isinstance(meta, dict):
         raise TraceError(path, "unreadable gpuan metadata in the Parquet file")
-    flows = FLOW_SCHEMA.empty_table  # called on first use, like the function below
-    if FLOWS_KEY in meta_raw:
+    flows = FLOW_SCHEMA.empty_table  # called on first use, like the functions below
+    if flow_groups:
+
+        def flows() -> pa.Table:
+            return _read_flows(path, range(event_groups, event_groups + flow_groups), rows)
+
+    elif FLOWS_KEY in meta_raw:  # a file of format 8 or before
         blob = meta_raw[FLOWS_KEY]
 
         def flows() -> pa.Table:
@@ -241,9 +299,9 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
 
 
 def _open(path: str | os.PathLike) -> pq.ParquetFile:
-    """Open a Parquet file whose footer may be large: the flows ride in it (86 MB for the 21M flow events of
-    a 36 GiB trace, and twice over, as pyarrow also keeps the schema's metadata in its own key), past
-    Thrift's default limit of 100 MB."""
+    """Open a Parquet file whose footer may be large: up to format 8 the flows rode in it (86 MB for the 21M
+    flow events of a 36 GiB trace, and twice over, as pyarrow also keeps the schema's metadata in its own
+    key), past Thrift's default limit of 100 MB."""
     return pq.ParquetFile(path, thrift_string_size_limit=_THRIFT_LIMIT, thrift_container_size_limit=_THRIFT_LIMIT)
 
 
@@ -281,6 +339,17 @@ def _recorded_nulls(meta: dict, groups: int) -> list[set[str]] | None:
     if not fits or not all(isinstance(g, list) and set(g) <= names for g in nulls):
         return None
     return [set(g) for g in nulls]
+
+
+def _recorded_flow_groups(meta: dict, groups: int) -> int | None:
+    """Return how many of the file's `groups` row groups (the last ones) hold flows, as the writer recorded
+    it (0 for a file written without the record); None where the record does not fit the file."""
+    if FLOW_GROUPS_KEY not in meta:
+        return 0
+    record = meta[FLOW_GROUPS_KEY]
+    if not record.isdigit() or int(record) > groups:
+        return None
+    return int(record)
 
 
 def _read_row_group(

@@ -37,6 +37,8 @@ def test_round_trip_keeps_table_flows_and_metadata(tmp_path, trace_copy):
     back = gpuan.load(out)
     assert back.events.schema.equals(t.events.schema)
     assert same_content(back.events, t.events)
+    assert back.flow_count == t.flows.num_rows > 0
+    assert callable(back._flows)  # counted from the row groups, not decoded (what `gpuan info` needs)
     assert back.flows.equals(t.flows)
     assert back.metadata["device_properties"] == t.metadata["device_properties"]
     assert back.metadata["base_time_ns"] == t.metadata["base_time_ns"]

@@ -64,9 +64,9 @@ def load_trace(path: str, *, use_cache: bool = True, projection: Projection | No
     device = "gpu" if current().is_gpu else None
     with load_progress(path) as progress:
         trace = load(path, use_cache=use_cache, progress=progress, device=device, projection=projection)
-    if len(trace) == 0 and trace.flows.num_rows == 0:
+    if len(trace) == 0 and trace.flow_count == 0:
         # none of the projection's kinds is no empty trace: the analysis says what it lacks
         whole = trace if projection is None else load(path, use_cache=use_cache)
-        if len(whole) == 0 and whole.flows.num_rows == 0:
+        if len(whole) == 0 and whole.flow_count == 0:
             raise TraceError(path, "empty trace (no events)")
     return trace

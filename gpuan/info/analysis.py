@@ -97,7 +97,7 @@ def partial(trace: Trace, *, engine: Engine | str | None = None) -> Parts:
         "devices": {"device": pc.unique(ev["device"]).drop_null().cast(pa.int64())},
         "streams": _streams(trace.of_kind(*GPU_ACTIVITY), engine),
         "kernels": _kernel_times(trace.of_kind("kernel")),
-        "totals": {"events": [ev.num_rows], "flows": [trace.flows.num_rows], "start_ns": [start], "end_ns": [end]},
+        "totals": {"events": [ev.num_rows], "flows": [trace.flow_count], "start_ns": [start], "end_ns": [end]},
     }
     return {name: _table(rows, PART_SCHEMAS[name]) for name, rows in tables.items()}
 

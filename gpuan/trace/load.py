@@ -118,7 +118,7 @@ def projected(trace: Trace, projection: Projection | None) -> Trace:
     """Return `trace` with its event table as a projected Parquet read gives it (:func:`apply`)."""
     if projection is None:
         return trace
-    return Trace(apply(trace.events, projection), trace._flows, trace.metadata)
+    return Trace(apply(trace.events, projection), trace._flows, trace.metadata, trace.flow_rows)
 
 
 def _ranked(trace: Trace, rank: int | None) -> Trace:
@@ -137,7 +137,7 @@ def with_rank(trace: Trace, rank: int) -> Trace:
     flows = trace._flows
     # flows that a reader deferred stay deferred
     new_flows = (lambda: set_rank(flows())) if callable(flows) else set_rank(flows)
-    return Trace(set_rank(trace.events), new_flows, meta)
+    return Trace(set_rank(trace.events), new_flows, meta, trace.flow_rows)
 
 
 def file_format(path: Path) -> str:
@@ -179,7 +179,7 @@ def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:
 def time_base(trace: Trace) -> int | None:
     """Return the base time (ns) a rank's trace takes part in choosing the run's common base with: its
     ``base_time_ns``, None for a rank without events or flows."""
-    return trace.metadata.get("base_time_ns", 0) if len(trace) or trace.flows.num_rows else None
+    return trace.metadata.get("base_time_ns", 0) if len(trace) or trace.flow_count else None
 
 
 def on_clock(trace: Trace, rank: int, base: int) -> Trace:

@@ -295,7 +295,8 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
     unknown = set(pc.unique(events["kind"]).to_pylist()).union(*(k for _, k in groups)) - set(KINDS)
     if unknown:  # analyses select by kind: an unknown one would silently drop out of every result
         raise TraceError(path, f"unknown event kinds in the Parquet file: {', '.join(sorted(map(str, unknown)))}")
-    return Trace(events, flows, meta)
+    counted = sum(pf.metadata.row_group(i).num_rows for i in range(event_groups, pf.num_row_groups))
+    return Trace(events, flows, meta, flow_rows=counted if flow_groups else None)
 
 
 def _open(path: str | os.PathLike) -> pq.ParquetFile:

@@ -28,12 +28,14 @@ class Trace:
     kind and in time order within a kind; ``flows``: flow arrows (``ph`` s/t/f); ``metadata``:
     trace-level facts (``source``, ``format``, ``base_time_ns``, ``device_properties``,
     ``distributed_info``, process and thread names). A reader may hand over the flows as a function that
-    makes them: they are then made on first use (most analyses never need them).
+    makes them: they are then made on first use (most analyses never need them); with their number, if it
+    knows it without making them (``flow_rows``).
     """
 
     events: pa.Table
     _flows: pa.Table | Callable[[], pa.Table] = field(default_factory=lambda: FLOW_SCHEMA.empty_table())
     metadata: dict[str, Any] = field(default_factory=dict)
+    flow_rows: int | None = None
 
     @property
     def flows(self) -> pa.Table:
@@ -41,6 +43,13 @@ class Trace:
         if callable(self._flows):
             self._flows = self._flows()
         return self._flows
+
+    @property
+    def flow_count(self) -> int:
+        """The number of flows, without making them where the reader counted them."""
+        if callable(self._flows) and self.flow_rows is not None:
+            return self.flow_rows
+        return self.flows.num_rows
 
     def __len__(self) -> int:
         return self.events.num_rows

@@ -1298,6 +1298,19 @@ GPU_PACKAGES = ("cupy-cuda12x", "cupy-cuda13x", "numba-cuda", "isal")
 GEN_TOOL = ("shared/tools/gen_kineto_trace.py", ".shared/tools/gen_kineto_trace.py")
 
 
+def gen_trace_arguments(description: str, size_mb: int, repeat: int) -> argparse.ArgumentParser:
+    """Return a parser with the arguments of the benchmarks that time a checkout against a baseline on a
+    generated trace: --size-mb, --dir, --baseline, --baseline-name, --repeat, --out."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--size-mb", type=int, default=size_mb, help="size of the generated JSON trace")
+    ap.add_argument("--dir", default="/tmp/gpuan-bench", help="where the trace and the files made of it are kept")
+    ap.add_argument("--baseline", help="a copy of an older gpuan package, run with PYTHONPATH")
+    ap.add_argument("--baseline-name", default="", help="what the baseline is (e.g. its commit)")
+    ap.add_argument("--repeat", type=int, default=repeat, help="fresh processes per row")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
+    return ap
+
+
 def ensure_gen_trace(cache_dir: Path, size_mb: int) -> Path:
     """Return a cached trace of about size_mb MB made by the shared generator, else by gpuan.synth."""
     tool = next((p for p in (REPO.parent / GEN_TOOL[0], REPO / GEN_TOOL[1]) if p.exists()), None)

@@ -19,7 +19,6 @@ Reported: medians of --repeat processes, the file and footer sizes, and whether 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -30,9 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, save_report  # noqa: E402  (shared helpers of the benchmarks)
-
-GENERATOR = REPO.parent / "shared" / "tools" / "gen_kineto_trace.py"
+from ingest import ensure_gen_trace, gen_trace_arguments, git_commit, machine_info, save_report  # noqa: E402  (shared helpers of the benchmarks)
 
 WRITE = """
 import sys, numpy as np, pyarrow as pa, pyarrow.compute as pc, gpuan
@@ -74,20 +71,13 @@ def run(code: str, args: list[str], checkout: Path | None) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=1024, help="size of the generated JSON trace")
+    ap = gen_trace_arguments(__doc__.splitlines()[0], size_mb=1024, repeat=5)
     ap.add_argument("--flows", type=int, default=21_000_000, help="flow rows in the file")
-    ap.add_argument("--dir", default="/tmp/gpuan-bench", help="where the trace and the files are kept")
-    ap.add_argument("--baseline", required=True, help="a copy of an older gpuan package, run with PYTHONPATH")
-    ap.add_argument("--baseline-name", default="", help="what the baseline is (e.g. its commit)")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = ap.parse_args()
+    if not args.baseline:
+        ap.error("--baseline is required: the benchmark compares two checkouts")
     d = Path(args.dir)
-    d.mkdir(parents=True, exist_ok=True)
-    trace = d / f"kineto_gen_{args.size_mb}mb.json"
-    if not trace.exists():
-        subprocess.run([sys.executable, str(GENERATOR), str(trace), "--size-mb", str(args.size_mb)], check=True)
+    trace = ensure_gen_trace(d, args.size_mb)
     sides = {"this": None, "baseline": Path(args.baseline).resolve()}
     files = {name: d / f"flows-{name}-{args.flows}.parquet" for name in sides}
     for name, checkout in sides.items():

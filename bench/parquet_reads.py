@@ -12,7 +12,6 @@ median wall and CPU seconds, median peak RSS, and whether the two printed the sa
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -23,9 +22,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, save_report  # noqa: E402  (shared helpers of the benchmarks)
+from ingest import ensure_gen_trace, gen_trace_arguments, git_commit, machine_info, save_report  # noqa: E402  (shared helpers of the benchmarks)
 
-GENERATOR = REPO.parent / "shared" / "tools" / "gen_kineto_trace.py"
 COMMANDS = (["info"], ["cycles"], ["sol"])
 
 
@@ -69,19 +67,9 @@ def measure(command: list[str], parquet: Path, baseline: Path | None, repeat: in
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=2048, help="size of the generated JSON trace")
-    ap.add_argument("--dir", default="/tmp/gpuan-bench", help="where the trace and its Parquet file are kept")
-    ap.add_argument("--baseline", help="a copy of an older gpuan package, run with PYTHONPATH")
-    ap.add_argument("--baseline-name", default="", help="what the baseline is (e.g. its commit)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
-    args = ap.parse_args()
+    args = gen_trace_arguments(__doc__.splitlines()[0], size_mb=2048, repeat=3).parse_args()
     d = Path(args.dir)
-    d.mkdir(parents=True, exist_ok=True)
-    trace = d / f"kineto_gen_{args.size_mb}mb.json"
-    if not trace.exists():
-        subprocess.run([sys.executable, str(GENERATOR), str(trace), "--size-mb", str(args.size_mb)], check=True)
+    trace = ensure_gen_trace(d, args.size_mb)
     parquet = d / f"kineto_gen_{args.size_mb}mb.parquet"
     if not parquet.exists():
         subprocess.run([sys.executable, "-m", "gpuan", "convert", str(trace), "-o", str(parquet)], check=True)

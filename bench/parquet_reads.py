@@ -1,7 +1,7 @@
 """Projected Parquet reads (issue 22): what `gpuan info|cycles|sol` cost on a converted trace when each reads
 only its columns and the row groups of its kinds, against a checkout that reads the whole table.
 
-A trace of ../shared/tools/gen_kineto_trace.py (PyTorch 2.x layout) is converted once; then each command
+A trace of ../shared/tools/gen_kineto_trace.py (PyTorch 2.x layout) is converted by each checkout; then each command
 runs on the Parquet file in fresh processes, alternating with the baseline checkout (``--baseline DIR``,
 a copy of the package at an older commit, run with PYTHONPATH=DIR) so both see the same load. Reported:
 median wall and CPU seconds, median peak RSS, and whether the two printed the same report.
@@ -43,18 +43,20 @@ def one_run(argv: list[str], baseline: Path | None = None) -> tuple[float, float
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
 
 
-def measure(command: list[str], parquet: Path, baseline: Path | None, repeat: int) -> dict:
-    """Run `command` on `parquet` `repeat` times (after an untimed run), alternating with the baseline."""
-    argv = [sys.executable, "-m", "gpuan", *command, str(parquet)]
+def measure(command: list[str], files: dict[Path | None, Path], baseline: Path | None, repeat: int) -> dict:
+    """Run `command` on this checkout's Parquet file (``files[None]``) `repeat` times (after an untimed run),
+    alternating with the baseline on its own file (``files[baseline]``: its format may differ)."""
+    argv = [sys.executable, "-m", "gpuan", *command, str(files[None])]
+    argv0 = [sys.executable, "-m", "gpuan", *command, str(files.get(baseline, ""))]
     one_run(argv)
     if baseline:
-        one_run(argv, baseline)
+        one_run(argv0, baseline)
     new, old, outs = [], [], set()
     for _ in range(repeat):
         *m, out = one_run(argv)
         new.append(m)
         if baseline:
-            *m, out_old = one_run(argv, baseline)
+            *m, out_old = one_run(argv0, baseline)
             old.append(m)
             outs.add(out_old)
         outs.add(out)
@@ -70,12 +72,18 @@ def main() -> None:
     args = gen_trace_arguments(__doc__.splitlines()[0], size_mb=2048, repeat=3).parse_args()
     d = Path(args.dir)
     trace = ensure_gen_trace(d, args.size_mb)
-    parquet = d / f"kineto_gen_{args.size_mb}mb.parquet"
-    if not parquet.exists():
-        subprocess.run([sys.executable, "-m", "gpuan", "convert", str(trace), "-o", str(parquet)], check=True)
-    load0 = os.getloadavg()
     baseline = Path(args.baseline).resolve() if args.baseline else None
-    rows = [measure(c, parquet, baseline, args.repeat) for c in COMMANDS]
+    # each checkout converts the trace itself, every run: a file of another format (or an older run's) would
+    # be misread, or refused
+    files = {}
+    for checkout, name in ((None, "this"), (baseline, "baseline"))[: 2 if baseline else 1]:
+        files[checkout] = d / f"kineto_gen_{args.size_mb}mb.{name}.parquet"
+        env = {**os.environ, "PYTHONPATH": str(checkout or REPO)}
+        convert = [sys.executable, "-m", "gpuan", "convert", str(trace), "-o", str(files[checkout])]
+        subprocess.run(convert, check=True, env=env, cwd=checkout or REPO)
+    parquet = files[None]
+    load0 = os.getloadavg()
+    rows = [measure(c, files, baseline, args.repeat) for c in COMMANDS]
     load1 = os.getloadavg()
     machine = machine_info()
     lines = [

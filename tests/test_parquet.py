@@ -44,6 +44,18 @@ def test_round_trip_keeps_table_flows_and_metadata(tmp_path, trace_copy):
     assert back.metadata["base_time_ns"] == t.metadata["base_time_ns"]
 
 
+def test_flows_of_a_file_replaced_after_its_events_were_read_are_refused(tmp_path, trace_copy):
+    """The flows are read from the file when first used: a file written in its place since then (another
+    trace, or the same one again) is one error, never another trace's flows."""
+    t = gpuan.load(trace_copy, use_cache=False)
+    out = parquet.write(t, tmp_path / "a.parquet")
+    back = gpuan.load(out)
+    parquet.write(t, out)  # atomically, as every gpuan write: a new file in its place
+    with pytest.raises(TraceError, match="changed after its events were read"):
+        assert back.flows.num_rows >= 0
+    assert gpuan.load(out).flows.equals(t.flows)
+
+
 def test_cache_is_used_only_while_fresh(trace_copy):
     t = gpuan.load(trace_copy, use_cache=False)
     cache = parquet.write(t, parquet.cache_path(trace_copy), source=trace_copy)

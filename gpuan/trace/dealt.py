@@ -90,7 +90,7 @@ def load_dealt(
 
 def _rows(procs: Procs, traces: dict[int, Trace]) -> int:
     """Return, on every process, how many events and flows the ranks of all processes hold."""
-    rows = sum(len(t) + t.flows.num_rows for t in traces.values())
+    rows = sum(len(t) + t.flow_count for t in traces.values())
     return int(procs.allreduce(np.array([rows], np.int64), "sum")[0])
 
 
@@ -182,7 +182,7 @@ def write_parquet(run: DealtRun, path: str | os.PathLike) -> int | None:
     elsewhere). The ranks' events cross to process 0 one rank at a time (:func:`rank_tables`), are coded
     into the merged table's dictionaries (:func:`unified_dictionaries`) and written as they come, a kind
     that runs on from one rank into the next as one piece, as the merged table is cut; the flows, which
-    ride in the file's metadata, are gathered whole."""
+    follow the events in row groups of their own, are gathered whole."""
     from gpuan.trace import parquet
     from gpuan.trace.load import concat_ranks
     from gpuan.trace.schema import SCHEMA

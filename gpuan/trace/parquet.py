@@ -181,15 +181,25 @@ def _flow_rows(flows: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=SCHEMA)
 
 
-def _read_flows(path: str, groups: range, rows: int) -> pa.Table:
-    """Return the flows stored in row groups `groups` of the gpuan Parquet file at `path` (which held `rows`
-    rows in all when it was opened) as a table of FLOW_SCHEMA."""
+def _file_identity(path: str) -> tuple[int, int, int]:
+    """Return what tells a file apart from one written in its place since: inode, size, modification time."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_flows(path: str, groups: range, identity: tuple[int, int, int]) -> pa.Table:
+    """Return the flows stored in row groups `groups` of the gpuan Parquet file at `path` (an absolute path;
+    `identity`: :func:`_file_identity` when its events were read) as a table of FLOW_SCHEMA."""
     try:
+        if _file_identity(path) != identity:
+            raise TraceError(path, "the Parquet file changed after its events were read; load it again")
         pf = _open(path)
-        if pf.metadata.num_rows != rows or pf.num_row_groups != groups.stop:
-            raise TraceError(path, "the Parquet file changed after it was read; load it again")
         got = pf.read_row_groups(list(groups), columns=list(dict.fromkeys(_FLOW_IN.values())), use_threads=USE_THREADS)
         cols = [_as(got[_FLOW_IN[f.name]], f.type) for f in FLOW_SCHEMA]
+        for col in cols:
+            if pa.types.is_dictionary(col.type):
+                for chunk in col.chunks:
+                    chunk.dictionary.validate(full=True)  # Parquet does not check UTF-8
         return pa.Table.from_arrays(cols, schema=FLOW_SCHEMA)
     except (OSError, ValueError, pa.ArrowException) as e:
         raise TraceError(path, f"unreadable flows in the Parquet file ({str(e).splitlines()[0]})") from None
@@ -245,6 +255,7 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
     whole one."""
     path = str(path)
     try:
+        identity = _file_identity(path)
         pf = _open(path)
         schema = pf.schema_arrow
         meta_raw = schema.metadata or {}
@@ -264,7 +275,7 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
         flow_groups = _recorded_flow_groups(footer, pf.num_row_groups)
         if flow_groups is None:
             raise TraceError(path, "unreadable record of the flows' row groups in the Parquet file")
-        event_groups, rows = pf.num_row_groups - flow_groups, pf.metadata.num_rows
+        event_groups = pf.num_row_groups - flow_groups
         with _steady_memory_pool():
             groups = [_read_row_group(pf, nulls[i], i, projection) for i in range(event_groups)]
         pieces = [events for events, _ in groups if events is not None]
@@ -280,7 +291,7 @@ def read(path: str | os.PathLike, projection: Projection | None = None) -> Trace
     if flow_groups:
 
         def flows() -> pa.Table:
-            return _read_flows(path, range(event_groups, event_groups + flow_groups), rows)
+            return _read_flows(os.path.abspath(path), range(event_groups, event_groups + flow_groups), identity)
 
     elif FLOWS_KEY in meta_raw:  # a file of format 8 or before
         blob = meta_raw[FLOWS_KEY]

@@ -1,10 +1,11 @@
 """Projected Parquet reads (issue 22): what `gpuan info|cycles|sol` cost on a converted trace when each reads
 only its columns and the row groups of its kinds, against a checkout that reads the whole table.
 
-A trace of ../shared/tools/gen_kineto_trace.py (PyTorch 2.x layout) is converted by each checkout; then each command
-runs on the Parquet file in fresh processes, alternating with the baseline checkout (``--baseline DIR``,
-a copy of the package at an older commit, run with PYTHONPATH=DIR) so both see the same load. Reported:
-median wall and CPU seconds, median peak RSS, and whether the two printed the same report.
+A trace of ../shared/tools/gen_kineto_trace.py (PyTorch 2.x layout) is converted by each checkout; then
+each command runs on that checkout's Parquet file in fresh processes, alternating with the baseline
+checkout (``--baseline DIR``, a copy of the package at an older commit, run with PYTHONPATH=DIR) so both
+see the same load. Reported: median wall and CPU seconds, median peak RSS, and whether the two printed the
+same report.
 
     git archive 122537a gpuan | tar -x -C /tmp/head     # a baseline that reads whole tables
     scripts/with-venv --test python bench/parquet_reads.py --size-mb 2048 --baseline /tmp/head --repeat 3
@@ -47,7 +48,7 @@ def measure(command: list[str], files: dict[Path | None, Path], baseline: Path |
     """Run `command` on this checkout's Parquet file (``files[None]``) `repeat` times (after an untimed run),
     alternating with the baseline on its own file (``files[baseline]``: its format may differ)."""
     argv = [sys.executable, "-m", "gpuan", *command, str(files[None])]
-    argv0 = [sys.executable, "-m", "gpuan", *command, str(files.get(baseline, ""))]
+    argv0 = [sys.executable, "-m", "gpuan", *command, str(files[baseline])] if baseline else []
     one_run(argv)
     if baseline:
         one_run(argv0, baseline)
@@ -76,7 +77,8 @@ def main() -> None:
     # each checkout converts the trace itself, every run: a file of another format (or an older run's) would
     # be misread, or refused
     files = {}
-    for checkout, name in ((None, "this"), (baseline, "baseline"))[: 2 if baseline else 1]:
+    checkouts = {None: "this", baseline: "baseline"} if baseline else {None: "this"}
+    for checkout, name in checkouts.items():
         files[checkout] = d / f"kineto_gen_{args.size_mb}mb.{name}.parquet"
         env = {**os.environ, "PYTHONPATH": str(checkout or REPO)}
         convert = [sys.executable, "-m", "gpuan", "convert", str(trace), "-o", str(files[checkout])]
@@ -102,7 +104,9 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        base = [f"{r['wall0']:.2f}", f"{r['cpu0']:.2f}", f"{r['rss0']:.0f}", "yes" if r["same"] else "NO"]
+        base = ["–"] * 4
+        if baseline:
+            base = [f"{r['wall0']:.2f}", f"{r['cpu0']:.2f}", f"{r['rss0']:.0f}", "yes" if r["same"] else "NO"]
         lines.append(
             f"| gpuan {r['command']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['rss']:.0f} | " + " | ".join(base) + " |"
         )

@@ -240,12 +240,16 @@ def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Pat
 def cold(what: str, argv: list[str], baseline: Path | None = None) -> Row:
     """Return the one run of `argv` with an empty numba cache (everything it calls compiles first); with a
     `baseline` checkout, then one run of its gpuan with another empty cache."""
-    row = Row(what)
-    for where, extra in [(REPO, {}), (baseline, {"PYTHONPATH": str(baseline)})][: 2 if baseline else 1]:
+
+    def first_call(where: Path, **extra: str) -> tuple[float, float]:
         with tempfile.TemporaryDirectory(prefix="gpuan-cold-numba-") as empty:
-            seconds, cpu = wall(argv, where=where, env=user_env(NUMBA_CACHE_DIR=empty, **extra))
-        (row.base if where is baseline else row.times).append(seconds)
-        (row.base_cpu if where is baseline else row.cpu).append(cpu)
+            return wall(argv, where=where, env=user_env(NUMBA_CACHE_DIR=empty, **extra))
+
+    seconds, cpu = first_call(REPO)
+    row = Row(what, [seconds], [cpu])
+    if baseline:
+        seconds, cpu = first_call(baseline, PYTHONPATH=str(baseline))
+        row.base, row.base_cpu = [seconds], [cpu]
     base = f" (baseline {row.base[0]:.2f} s)" if row.base else ""
     print(f"  {what} (cold cache): {row.times[0]:.2f} s{base}", flush=True)
     return row

@@ -12,7 +12,7 @@ skipped structurally.
 ``inline="always"`` (numba's inlining of the callee's IR, typed again at every call site) is kept for the
 small functions on every key's or byte's path. ``parse_int``, ``_number_rest`` and ``_put_bytes`` are plain
 calls (``_int_value`` reads the common plain integers itself): inlining ``parse_int`` at its call sites
-made the first compile of the scanner take 53 s instead of 23 s here.
+made the first compile of ``scan`` take 46 s instead of 24 s here.
 """
 
 from __future__ import annotations

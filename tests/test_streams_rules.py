@@ -265,3 +265,29 @@ def test_the_event_loop_runs_the_same_interpreted(tmp_path):
         subprocess.run([sys.executable, str(script), here, str(tmp_path / name)], env=env, check=True)
     compiled, interpreted = (np.load(tmp_path / f"{n}.npy") for n in ("compiled", "interpreted"))
     assert compiled.size > 400 and np.array_equal(compiled, interpreted)
+
+
+def test_the_event_loops_long_steps_are_inlined_at_most_twice():
+    # numba inlines a closure of the compiled loop at every call site, transitively, and types each copy
+    # anew: with its steps called in each branch the loop took over a minute to compile (its copies added
+    # up to 1,191 lines). Counted here from the source, each step's copies, through the steps that call it
+    import ast
+    import inspect
+
+    from gpuan.streams import simulate as module
+
+    run = next(n for n in ast.parse(inspect.getsource(module)).body if getattr(n, "name", None) == "_run")
+    steps = {n.name: n for n in run.body if isinstance(n, ast.FunctionDef)}
+
+    def called(node) -> list[str]:
+        return [c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and getattr(c.func, "id", None) in steps]
+
+    copies = dict.fromkeys(steps, 0)
+    pending = [name for node in run.body if not isinstance(node, ast.FunctionDef) for name in called(node)]
+    while pending:
+        name = pending.pop()
+        copies[name] += 1
+        pending += called(steps[name])
+    assert len(steps) > 15 and copies["place_blocks"] >= 1 and copies["push"] >= 2
+    long = {name: copies[name] for name, node in steps.items() if node.end_lineno - node.lineno >= 15}
+    assert long and max(long.values()) <= 2, long

@@ -36,8 +36,12 @@ running wave, ending with it, or its next one, their room held idle until then).
 per kernel; where it applied it moved the SD-3.5 trace's prediction by under 0.5 % (bench/streams.py), and
 a run whose kernels never split into that many groups is unchanged by it.
 
-The event loop (``_run``) is compiled with numba: one heap of events, the state in numpy arrays. Run with
-``NUMBA_DISABLE_JIT=1`` it is plain Python, the same code, for stepping through in a debugger.
+The event loop (``_run``) is compiled with numba: one heap of events, the state in numpy arrays, its steps
+closures over that state. numba inlines a closure at every call site and types it again there, so the loop
+calls each step from one place, after the branch of the event's kind has said what is left to do: with the
+steps called in each branch (a closure inlined within another's inlined copies) it compiled for over a
+minute, now for about half that on a 2-core machine. Run with ``NUMBA_DISABLE_JIT=1`` it is plain Python,
+the same code, for stepping through in a debugger.
 """
 
 from __future__ import annotations
@@ -380,18 +384,15 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             take_turn(d, op, t, first_turn if n_held[d] == 0 and q_len[d] == 0 else turn)
         else:
             enqueue(d, op)
-        reschedule(d, t)
 
     def copy_done(d, op, t):
         progress(d, t)
         stream, k = op // m, op % m
-        holder_copy[d, stream] = -1
-        finish(op, t)
+        holder_copy[d, stream] = -1  # the loop finishes op after this (nothing here reads what that sets)
         # the stream keeps its turn if its next operation, already issued, is a copy the same way
         back_to_back = k + 1 < m and direction[k + 1] == d and not math.isnan(issued[op + 1])
         if not back_to_back:
             release(d, stream, t)
-        reschedule(d, t)
 
     def turn_over(d, t):
         progress(d, t)
@@ -403,7 +404,6 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             if holder_copy[d, stream] >= 0:
                 enqueue(d, holder_copy[d, stream])  # back of the line with what is left of it
             release(d, stream, t)
-        reschedule(d, t)
 
     # -- kernels ---------------------------------------------------------------------------------------
     def fit_one(i, k):  # blocks of kernel row k that SM i has room for now
@@ -491,8 +491,11 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
         pool_free[ctr[_POOL_FREE]] = g
         ctr[_POOL_FREE] += 1
 
-    def place_blocks(t):
-        while ctr[_WAIT_HEAD] < ctr[_WAIT_TAIL]:
+    def place_blocks(t, replan):
+        # the head's waves up to t take their blocks, then the waiting kernels place theirs; with `replan`
+        # the head's waves are only planned again
+        settle(t)
+        while not replan and ctr[_WAIT_HEAD] < ctr[_WAIT_TAIL]:
             op = waiting[ctr[_WAIT_HEAD]]
             k = op % m
             if ctr[_ROOM_FOR] != k:
@@ -501,7 +504,7 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 ctr[_ROOM_FOR] = k
             want = min(blocks_left[op], room.sum())
             if want == 0:
-                return
+                break
             g = pool_free[ctr[_POOL_FREE] - 1]
             ctr[_POOL_FREE] -= 1
             group_op[g] = op
@@ -540,14 +543,14 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                     group_take[into, i] += group_take[g, i]
                 pool_free[ctr[_POOL_FREE]] = g
                 ctr[_POOL_FREE] += 1
-                plan(t)
-                return
+                replan = True
+                break
             blocks_left[op] -= want
             if blocks_left[op] > 0:  # the head: this group recurs with the others
                 head[ctr[_N_HEAD]] = g
                 ctr[_N_HEAD] += 1
-                plan(t)
-                return
+                replan = True
+                break
             # all placed: every group of the kernel ends with the wave it runs
             nh = ctr[_N_HEAD]
             ends = np.empty(2 * nh)
@@ -557,6 +560,8 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
             ctr[_N_HEAD] = 0
             ctr[_PLAN] += 1
             ctr[_WAIT_HEAD] += 1
+        if replan:
+            plan(t)
 
     # -- the loop --------------------------------------------------------------------------------------
     for stream in range(n):
@@ -565,6 +570,7 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
     while heap:
         t, _, _, what, a, b, copy_op = heapq.heappop(heap)
         clock[0] = t
+        finished, place, replan, copies = -1, False, False, -1  # what is left to do after the branches
         if what == _ISSUE:
             issued[a] = t
             maybe_ready(a, t)
@@ -580,27 +586,28 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 blocks_left[a] = grid[k]
                 waiting[ctr[_WAIT_TAIL]] = a
                 ctr[_WAIT_TAIL] += 1
-                settle(t)
-                place_blocks(t)
+                place = True
             elif direction[k] >= 0:
                 left[a] = dur[k]
                 copy_ready(a, t)
+                copies = direction[k]
             else:
                 start[a] = t
                 push(t + dur[k], _OTHER_DONE, a, 0, 0)
         elif what == _COPY_DONE:
             if b == version[a]:
                 copy_done(a, copy_op, t)
+                finished, copies = copy_op, a
         elif what == _TURN_ENDS:
             if b == version[a]:
                 turn_over(a, t)
+                copies = a
         elif what == _BLOCKS_DONE:
             op = group_op[a]
             release_group(a)
             if blocks_left[op] == 0 and blocks_running[op] == 0:
-                finish(op, t)
-            settle(t)
-            place_blocks(t)
+                finished = op
+            place = True
         elif what == _EXHAUST:
             if a == ctr[_PLAN]:  # the head's groups run their planned waves; group b ends with its last
                 settle(math.inf)
@@ -610,13 +617,20 @@ def _run(n, kind, direction, dur, gap, pageable, needs, grid, block_time, capaci
                 ctr[_N_HEAD] -= 1
                 head[at] = head[ctr[_N_HEAD]]
                 release_group(b)
-                place_blocks(t)  # the head's last blocks where b ran, then the next kernels
+                place = True  # the head's last blocks where b ran (its settle(t) a no-op now), then the next kernels
         elif what == _REPLAN:
             if a == ctr[_PLAN]:
-                settle(t)
-                plan(t)
+                replan = True
         elif what == _OTHER_DONE:
-            finish(a, t)
+            finished = a
+        # each step is called at one place: numba inlines a closure at every call site and types it again
+        # there (with these steps in each branch, the loop took over a minute to compile)
+        if finished >= 0:
+            finish(finished, t)
+        if place or replan:
+            place_blocks(t, replan)
+        if copies >= 0:
+            reschedule(copies, t)
     return start, end, issued
 
 

@@ -2,6 +2,7 @@
 
     python bench/streams.py [--runs 5] [--cold-cache] [--out bench/results]   # accuracy (nvprof), speed
     python bench/streams.py --recorded DIR               # also the runs bench/record_streams.py made
+    python bench/streams.py --only-cold [--baseline DIR] [--runs 3]   # first calls, empty numba cache
 
 Accuracy: each 1-stream trace is predicted for the stream count (and launch order) of its measured
 partner and the error of the predicted end time is printed; for the nvprof pairs beside the research
@@ -18,7 +19,9 @@ JSON scanner's numba code), then the first prediction is timed apart (it loads t
 code: what ``gpuan streams TRACE --streams N`` pays after the read) and one warm call after it (none
 where the first took over a minute); a row gives the median first call, their min-max and the median
 warm call. ``--cold-cache`` adds one process (v100, N = 1) with numba's cache in an empty directory:
-the scanner and the event loop compile in their first calls.
+the scanner and the event loop compile in their first calls. ``--only-cold`` measures only that, in
+``--runs`` processes, each followed by one of the ``--baseline`` checkout's gpuan (run from it, with an empty
+cache of its own) where one is given: a report streams-cold-<date>-<machine>.md.
 
 A Markdown table goes to <out>/streams-<date>-<machine>.md with the machine, date and commit.
 """
@@ -146,19 +149,67 @@ def speed_runs(kind: str, counts: tuple[int, ...], args: argparse.Namespace) -> 
     return out
 
 
-def cold_run() -> dict | str:
-    """One process (v100, N = 1) with numba's cache in an empty directory; its result or why it failed."""
+def cold_run(checkout: Path = REPO) -> dict | str:
+    """One process (v100, N = 1) with the gpuan of `checkout` and numba's cache in an empty directory; its
+    result or why it failed."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    print("  v100, N = 1, cold cache ...", end="", flush=True)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
+    print(f"  v100, N = 1, cold cache, {checkout} ...", end="", flush=True)
     try:
-        r = cold_cache_run([sys.executable, str(Path(__file__).resolve()), "--child", "v100", "1"], env=env, cwd=REPO,
-                           timeout=CHILD_TIMEOUT_S)  # fmt: skip
+        r = cold_cache_run([sys.executable, str(Path(__file__).resolve()), "--child", "v100", "1"], env=env,
+                           cwd=checkout, timeout=CHILD_TIMEOUT_S)  # fmt: skip
     except FreshRunError as e:
         print(f" failed: {e}")
         return str(e)
     print(f" read {r['read_first_s']:.3f} s, predict {r['first_s']:.3f} s (first calls)")
     return r
+
+
+def cold_only(args: argparse.Namespace) -> int:
+    """``--only-cold``: `args.runs` first calls with an empty numba cache, each followed by the baseline's
+    where one is given; print and save the report."""
+    base = Path(args.baseline).resolve() if args.baseline else None
+    runs: dict[str, list] = {"this": [], "baseline": []}
+    for _ in range(args.runs):
+        runs["this"].append(cold_run())
+        if base:
+            runs["baseline"].append(cold_run(base))
+    info = machine_info()
+    lines = [
+        f"# gpuan streams, first calls with an empty numba cache, {dt.date.today()} on {info['cpu']} "
+        f"({info['cores']} cores)",
+        f"commit {git_commit()}; {versions(('gpuan', 'numpy', 'pyarrow', 'numba'))}",
+        f"baseline: {args.baseline_name or _checkout_commit(base)}" if base else "no baseline",
+        "",
+        f"`{SPEED_TRACE}` stream {SPEED_STREAM}, N = 1: each process reads the trace (the JSON scanner "
+        "compiles) and predicts once (the stream simulator's event loop compiles), with NUMBA_CACHE_DIR a new "
+        f"empty directory; {args.runs} processes per checkout, alternating (this checkout first). A median of "
+        "each, every run listed.",
+        "",
+        "| checkout | first read s, median | first prediction s, median | runs (read / prediction) |",
+        "|---|---:|---:|---|",
+    ]
+    for name, rows in runs.items():
+        done = [r for r in rows if isinstance(r, dict)]
+        if not rows:
+            continue
+        if not done:
+            lines.append(f"| {name} | failed: {rows[0]} | | |")
+            continue
+        read, first = spread([r["read_first_s"] for r in done]), spread([r["first_s"] for r in done])
+        each = ", ".join(f"{r['read_first_s']:.1f} / {r['first_s']:.1f}" for r in done)
+        lines.append(f"| {name} | {read.median:.1f} | {first.median:.1f} | {each} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    save_report(args.out, "streams-cold", info, text)
+    return 0
+
+
+def _checkout_commit(checkout: Path) -> str:
+    import subprocess
+
+    r = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"{checkout} (commit {r.stdout.strip()})" if r.returncode == 0 else str(checkout)
 
 
 def _counts(text: str) -> tuple[int, ...]:
@@ -175,11 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--counts", default=",".join(map(str, SPEED_COUNTS)), help="stream counts of the v100 speed rows")
     ap.add_argument("--rocm-counts", default=",".join(map(str, ROCM_COUNTS)), help="stream counts of the SD-3.5 rows")
+    ap.add_argument("--only-cold", action="store_true", help="only first calls with an empty numba cache")
+    ap.add_argument("--baseline", metavar="DIR", help="with --only-cold: a checkout to alternate with")
+    ap.add_argument("--baseline-name", help="what to call the baseline in the report (default: its git commit)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], int(args.child[1]))
         return 0
+    if args.only_cold:
+        return cold_only(args)
 
     pairs = []
     if args.recorded:

@@ -10,9 +10,12 @@ Only the keys that gpuan's analyses need are extracted (see ``F64``/``F32``); al
 skipped structurally.
 
 ``inline="always"`` (numba's inlining of the callee's IR, typed again at every call site) is kept for the
-small functions on every key's or byte's path. ``parse_int``, ``_number_rest`` and ``_put_bytes`` are plain
-calls (``_int_value`` reads the common plain integers itself): inlining ``parse_int`` at its call sites
-made the first compile of ``scan`` take 46 s instead of 24 s here.
+small functions on every key's or byte's path. ``parse_int``, ``_number_rest``, ``_put_bytes`` and
+``_string_id`` are plain calls (``_int_value`` reads the common plain integers itself): inlining
+``parse_int`` at its call sites made the first compile of ``scan`` take 46 s instead of 24 s here, and
+``_string_id`` (with ``intern`` inlined twice in it) at its two another 11 s (36.6 s against 25.7 s,
+medians of 3 alternating, on a busier day). Its ``raw`` flag is never a literal: numba would compile one
+copy per literal value.
 """
 
 from __future__ import annotations
@@ -625,7 +628,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             pos += 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
@@ -873,7 +876,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
             o64[row, S_BAD] = at
             return -3
         if col >= 0:
-            sid, pos = _string_id(buf, b64, pos, n, False, tkeys, tvals, pool64, uoff, ulen, st)
+            sid, pos = _string_id(buf, b64, pos, n, np.bool_(False), tkeys, tvals, pool64, uoff, ulen, st)
             o32[row, col] = sid
         if sid == -1:
             return -2

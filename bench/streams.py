@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.only_cold:
         return cold_only(args)
+    if args.baseline or args.baseline_name:
+        ap.error("--baseline and --baseline-name go with --only-cold")
 
     pairs = []
     if args.recorded:

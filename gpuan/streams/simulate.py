@@ -40,8 +40,8 @@ The event loop (``_run``) is compiled with numba: one heap of events, the state 
 closures over that state. numba inlines a closure at every call site and types it again there, so the loop
 calls each step from one place, after the branch of the event's kind has said what is left to do: with the
 steps called in each branch (a closure inlined within another's inlined copies) it compiled for over a
-minute and a half, now for about a third of that on a 2-core machine. Run with ``NUMBA_DISABLE_JIT=1`` it is plain Python,
-the same code, for stepping through in a debugger.
+minute and a half, now for about a third of that on a 2-core machine. Run with ``NUMBA_DISABLE_JIT=1`` it
+is plain Python, the same code, for stepping through in a debugger.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ small functions on every key's or byte's path. ``parse_int``, ``_number_rest``, 
 ``_string_id`` are plain calls (``_int_value`` reads the common plain integers itself): inlining
 ``parse_int`` at its call sites made the first compile of ``scan`` take 46 s instead of 24 s here, and
 ``_string_id`` (with ``intern`` inlined twice in it) at its two another 10 s (32.3 s against 22.8 s,
-medians of 3 alternating, on a busier day: bench/results/compile-2026-11-28-2c-amd-epyc.md). Its ``raw`` flag is never a literal: numba would compile one
-copy per literal value.
+medians of 3 alternating, on a busier day: bench/results/compile-2026-11-28-2c-amd-epyc.md). Its ``raw``
+flag is never a literal: numba would compile one copy per literal value.
 """
 
 from __future__ import annotations

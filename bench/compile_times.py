@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers)
-from timing import FreshRunError, cold_cache_run, emit  # noqa: E402
+from timing import FreshRunError, checkout_commit, checkout_env, cold_cache_run, emit  # noqa: E402
 
 #: functions listed in the report
 TOP = 12
@@ -64,7 +63,7 @@ def child(argv: list[str]) -> None:
 
 def runs_of(checkout: Path, argv: list[str]) -> dict | str:
     """One cold-cache run of ``gpuan argv`` with the gpuan of `checkout`; its result or why it failed."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")])))
+    env = checkout_env(checkout)
     print(f"  {checkout} ...", end="", flush=True)
     try:
         r = cold_cache_run([sys.executable, str(Path(__file__).resolve()), "--child", *argv], env=env, cwd=checkout)
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     ap.add_argument("--runs", type=int, default=3, help="cold-cache processes per checkout (default 3)")
     ap.add_argument("--baseline", metavar="DIR", help="another checkout to alternate with")
-    ap.add_argument("--baseline-name", help="what to call the baseline in the report (default: its path)")
+    ap.add_argument("--baseline-name", help="what to call the baseline in the report (default: its git commit)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("command", nargs=argparse.REMAINDER, help="the gpuan command and its arguments, after --")
     args = ap.parse_args(argv)
@@ -132,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         results["this"].append(runs_of(REPO, command))
         if base:
             results["baseline"].append(runs_of(base, command))
-    names = {"this": "this checkout", "baseline": args.baseline_name or str(base)}
+    names = {"this": "this checkout", "baseline": f"{base} ({args.baseline_name or checkout_commit(base)})"}
     text = report(command, results, names, args.runs)
     print(text)
     print(f"wrote {save_report(args.out, 'compile', machine_info(), text)}")

@@ -55,6 +55,7 @@ GEN_TOOL = REPO.parent / "shared" / "tools" / "gen_kineto_trace.py"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cycles import parse_size, size_label  # noqa: E402  (shared helpers of the benchmarks)
 from ingest import git_commit, machine_info, save_report, versions  # noqa: E402
+from timing import checkout_commit  # noqa: E402
 
 SMALL_TRACE = DATA / "kineto" / "a100_triton_example.json.gz"
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "gpuan-bench-startup"
@@ -307,12 +308,6 @@ def _cold_rows(traces: list[TraceFile], baseline: Path | None) -> list[Row]:
     return [cold(f"gpuan {c} ({mid.label})", [*gpuan, c, str(mid.path)], baseline) for c in COMMANDS]
 
 
-def _commit_of(checkout: Path) -> str:
-    """Return "commit <short hash>" of a checkout, or that it has no git history."""
-    r = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return f"commit {r.stdout.strip()}" if r.returncode == 0 else "no git history: name it with --baseline-name"
-
-
 def _size(path: Path) -> str:
     return f"{path.stat().st_size / 1e6:.1f} MB"
 
@@ -336,7 +331,9 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
     """Return the Markdown report."""
     info = machine_info()
     bare = m.startup[0].median
-    base = f"`{args.baseline}` ({args.baseline_name or _commit_of(Path(args.baseline))})" if args.baseline else None
+    base = None
+    if args.baseline:
+        base = f"`{args.baseline}` ({args.baseline_name or checkout_commit(Path(args.baseline))})"
     lines = [
         f"# gpuan whole commands and start-up, {time.strftime('%Y-%m-%d')} on {info['cpu']} ({info['cores']} cores)",
         f"commit {git_commit()}; {versions(('numpy', 'pyarrow', 'numba', 'pandas'))}",

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -42,6 +41,8 @@ from ingest import git_commit, machine_info, save_report, versions  # noqa: E402
 from timing import (  # noqa: E402  (how every benchmark times: fresh processes, the first call apart)
     DEFAULT_RUNS,
     FreshRunError,
+    checkout_commit,
+    checkout_env,
     cold_cache_run,
     emit,
     first_and_warm,
@@ -133,8 +134,7 @@ def child(kind: str, n: int) -> None:
 def speed_runs(kind: str, counts: tuple[int, ...], args: argparse.Namespace) -> dict[int, list[dict]]:
     """Return, per N of `counts`, the results of `args.runs` fresh processes of `kind` (an error text where
     they failed)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = checkout_env(REPO)
     out = {}
     for n in counts:
         print(f"  {kind}, N = {n} ({args.runs} fresh processes) ...", end="", flush=True)
@@ -152,8 +152,7 @@ def speed_runs(kind: str, counts: tuple[int, ...], args: argparse.Namespace) -> 
 def cold_run(checkout: Path = REPO) -> dict | str:
     """One process (v100, N = 1) with the gpuan of `checkout` and numba's cache in an empty directory; its
     result or why it failed."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
+    env = checkout_env(checkout)
     print(f"  v100, N = 1, cold cache, {checkout} ...", end="", flush=True)
     try:
         r = cold_cache_run([sys.executable, str(Path(__file__).resolve()), "--child", "v100", "1"], env=env,
@@ -179,7 +178,7 @@ def cold_only(args: argparse.Namespace) -> int:
         f"# gpuan streams, first calls with an empty numba cache, {dt.date.today()} on {info['cpu']} "
         f"({info['cores']} cores)",
         f"commit {git_commit()}; {versions(('gpuan', 'numpy', 'pyarrow', 'numba'))}",
-        f"baseline: {args.baseline_name or _checkout_commit(base)}" if base else "no baseline",
+        f"baseline: {base} ({args.baseline_name or checkout_commit(base)})" if base else "no baseline",
         "",
         f"`{SPEED_TRACE}` stream {SPEED_STREAM}, N = 1: each process reads the trace (the JSON scanner "
         "compiles) and predicts once (the stream simulator's event loop compiles), with NUMBA_CACHE_DIR a new "
@@ -203,13 +202,6 @@ def cold_only(args: argparse.Namespace) -> int:
     print(text)
     save_report(args.out, "streams-cold", info, text)
     return 0
-
-
-def _checkout_commit(checkout: Path) -> str:
-    import subprocess
-
-    r = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return f"{checkout} (commit {r.stdout.strip()})" if r.returncode == 0 else str(checkout)
 
 
 def _counts(text: str) -> tuple[int, ...]:

@@ -9,7 +9,8 @@ Anchors are measured the same way in the same run, and ratios are against their 
 
 Child side: :func:`first_and_warm` times the calls, :func:`emit` prints the result as one tagged JSON
 line. Parent side: :func:`fresh_runs` runs a command in `n` fresh processes and returns what each
-printed, :func:`cold_cache_run` runs it once more with numba's cache in a new empty directory;
+printed, :func:`cold_cache_run` runs it once more with numba's cache in a new empty directory,
+:func:`checkout_env` and :func:`checkout_commit` run and name another checkout's gpuan (a baseline);
 :func:`spread` and :func:`median` summarise, :func:`method_note` says all this in a report.
 """
 
@@ -24,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 RESULT_TAG = "BENCH-RESULT "
@@ -116,6 +118,18 @@ def fresh_runs(
             print(" " + echo(r), end="", flush=True)
         out.append(r)
     return out
+
+
+def checkout_env(checkout: Path) -> dict[str, str]:
+    """Return this process's environment with `checkout` first on PYTHONPATH: a child started with it
+    imports that checkout's gpuan (a baseline's, or this one's rather than an installed copy)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")])))
+
+
+def checkout_commit(checkout: Path) -> str:
+    """Return "commit <short hash>" of a checkout, or that it has no git history."""
+    r = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"commit {r.stdout.strip()}" if r.returncode == 0 else "no git history: name it with --baseline-name"
 
 
 def cold_cache_run(

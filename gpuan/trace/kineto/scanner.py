@@ -24,6 +24,19 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
+
+def _jit(**options):
+    """numba's njit as the scanner compiles with it: cached on disk, and without numba's reference counting.
+
+    The scanner allocates nothing: every array it touches is the caller's and outlives the call. With
+    reference counting on, numba brackets the inlined helpers and calls with increments and decrements of
+    each array argument's count that its pruning pass cannot prove redundant (about 130 out-of-line atomic
+    calls in _parse_event's machine code): half of a scan's CPU time. ``_nrt=False`` is numba's option for
+    code that needs no runtime; a function that allocated an array would fail to compile under it, not
+    misbehave."""
+    return njit(cache=True, _nrt=False, **options)
+
+
 NULL64 = np.iinfo(np.int64).min
 NULL32 = np.iinfo(np.int32).min
 
@@ -171,12 +184,12 @@ BYTE_CLASS[COMMA] = C_COMMA
 BYTE_CLASS[COLON] = C_COLON
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _is_ws(c):
     return BYTE_CLASS[c] == C_BLANK
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def skip_ws(buf, pos, n):
     """Return the first position at or after pos that is not JSON whitespace (n if none)."""
     while pos < n and _is_ws(buf[pos]):
@@ -184,7 +197,7 @@ def skip_ws(buf, pos, n):
     return pos
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _load8(b64, p):
     """The 8 bytes at byte position p as a little-endian word (buffers have 8 bytes of slack)."""
     q = p >> 3
@@ -201,13 +214,13 @@ _QUOTES = np.uint64(0x2222222222222222)
 _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _zero_bytes(x):
     """High bit set in each byte of x that is zero (exact for the lowest such byte)."""
     return (x - _ONES) & ~x & _HIGHS
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def string_end(buf, b64, pos, n):
     """pos is just after an opening quote; return the position of the closing quote, or -1.
 
@@ -233,18 +246,18 @@ def string_end(buf, b64, pos, n):
     return -1
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _is_bracket(c):
     return c == OPEN_OBJECT or c == OPEN_ARRAY or c == CLOSE_OBJECT or c == CLOSE_ARRAY
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _nested(c, depth):
     """Return the nesting depth after the bracket c (outside strings): one deeper after an opening one."""
     return depth + 1 if c == OPEN_OBJECT or c == OPEN_ARRAY else depth - 1
 
 
-@njit(cache=True)
+@_jit()
 def skip_value(buf, b64, pos, n):
     """Return the position just after the JSON value starting at pos, -1 if it runs past n, -2 if a byte
     outside its strings is one no JSON value holds there (the insides of strings are not checked, nor the
@@ -284,7 +297,7 @@ def skip_value(buf, b64, pos, n):
     return -1
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _hash_bytes(b64, a, b):
     """64-bit hash of bytes [a, b): a multiply per 8-byte word, then a final avalanche."""
     h = _FNV_OFFSET ^ np.uint64(b - a)
@@ -302,7 +315,7 @@ def _hash_bytes(b64, a, b):
     return h
 
 
-@njit(cache=True)
+@_jit()
 def _same_bytes(b64, a, pool64, o, ln):
     """Whether bytes [a, a+ln) of the buffer equal bytes [o, o+ln) of the pool."""
     i = 0
@@ -317,7 +330,7 @@ def _same_bytes(b64, a, pool64, o, ln):
     return True
 
 
-@njit(cache=True)
+@_jit()
 def _put_bytes(pool64, o, buf, a, ln):
     """Copy buf[a:a+ln] to bytes [o, o+ln) of the word array pool64, byte by byte (new strings only). Not
     through a byte view of pool64: a view's error path would make loading every cached scanner function
@@ -329,7 +342,7 @@ def _put_bytes(pool64, o, buf, a, ln):
         pool64[q] = (pool64[q] & ~(np.uint64(0xFF) << sh)) | (np.uint64(buf[a + i]) << sh)
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
     """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
     h = _hash_bytes(b64, a, b)
@@ -357,7 +370,7 @@ def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
     return nu
 
 
-@njit(cache=True)
+@_jit()
 def rehash(tkeys, tvals, pool64, uoff, ulen, n_unique):
     """Fill a fresh (larger) table from the interned strings already in the pool."""
     tvals[:] = -1
@@ -371,7 +384,7 @@ def rehash(tkeys, tvals, pool64, uoff, ulen, n_unique):
         tvals[slot] = v
 
 
-@njit(cache=True)
+@_jit()
 def _exponent_ns(buf, start, epos, n):
     """The digits of a number start at `start` and its 'e' is at `epos`: return (|value| in ns, end).
 
@@ -432,7 +445,7 @@ def _exponent_ns(buf, start, epos, n):
     return (mant + div // 2) // div, pos
 
 
-@njit(cache=True)
+@_jit()
 def parse_ns(buf, b64, pos, n):
     """Parse a JSON number of microseconds at pos into integer nanoseconds.
 
@@ -476,7 +489,7 @@ def parse_ns(buf, b64, pos, n):
     return (-v if neg else v), pos
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _time_value(buf, b64, pos, n):
     """Parse a ts/dur value: a JSON number, or null (missing: NULL64). Returns (value, end, ok): ok is
     False for any other value (a string, NaN, true) and for a number beyond int64 nanoseconds."""
@@ -493,7 +506,7 @@ def _time_value(buf, b64, pos, n):
     return NULL64, skip_value(buf, b64, pos, n), c == NULL_START  # null
 
 
-@njit(cache=True)
+@_jit()
 def parse_int(buf, b64, pos, n):
     """Parse an integer value at pos: a JSON number (fraction dropped), or a string holding a decimal
     or 0x-hex number. Returns (value or NULL64, end position or -1)."""
@@ -546,7 +559,7 @@ def parse_int(buf, b64, pos, n):
     return NULL64, skip_value(buf, b64, pos, n)
 
 
-@njit(cache=True)
+@_jit()
 def _number_rest(buf, pos, n):
     """Return the position after the fraction and exponent (if any) of a number whose integer digits end
     at pos, or -1 when the buffer ends first."""
@@ -563,7 +576,7 @@ def _number_rest(buf, pos, n):
     return pos if pos < n else -1
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _int_value(buf, b64, pos, n):
     """Parse an integer-valued field: a JSON number, a string holding a decimal or 0x-hex integer, or
     null. Returns (value or NULL64, end or -1, ok): ok is False for any other value."""
@@ -590,14 +603,14 @@ def _int_value(buf, b64, pos, n):
     return v, e, c == NULL_START
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _int32(v):
     if v == NULL64 or v > 2147483647 or v < -2147483647:
         return NULL32
     return np.int32(v)
 
 
-@njit(cache=True)
+@_jit()
 def _parse_triple(buf, b64, pos, n, o32, col, row):
     """Parse an array of up to three integers (grid/block) into o32[row, col:col+3]. Returns the end
     position, -1 on error or truncation, -3 (the value's position in o32 is not needed: the caller
@@ -628,7 +641,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             pos += 1
 
 
-@njit(cache=True)
+@_jit()
 def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
@@ -647,7 +660,7 @@ def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     return NULL32, e
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _parse_key(buf, b64, pos, n):
     """pos is at an opening quote; return (hash of the key, position after the ':' and whitespace)."""
     e = string_end(buf, b64, pos + 1, n)
@@ -660,7 +673,7 @@ def _parse_key(buf, b64, pos, n):
     return h, skip_ws(buf, p + 1, n)
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _member_key(buf, b64, pos, n):
     """pos is where an object's next member should start: return (hash of its key, position of its value),
     or (a hash, -1) where no well-formed key stands there or its value would start past the buffer."""
@@ -676,7 +689,7 @@ def _member_key(buf, b64, pos, n):
 SKIP, INT64, INT32, TEXT, JSON_TEXT, TRIPLE = range(6)
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _arg_target(h):
     """Return (how, scratch column) for the value of the args key with hash h."""
     if h == A_CORR:
@@ -738,7 +751,7 @@ def _arg_target(h):
     return SKIP, 0
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _next_member(buf, pos, n):
     """After a member's value ends at `pos` (-1: it was malformed): return (the next member's position, 0),
     or (just past the object's closing brace, 1), or (-1, 0) for malformed JSON or the end of the buffer."""
@@ -755,7 +768,7 @@ def _next_member(buf, pos, n):
     return -1, 0
 
 
-@njit(cache=True)
+@_jit()
 def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
     -2 when the intern table is full, -3 when a value gpuan reads has the wrong type (its position in
@@ -803,13 +816,13 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
     return -1
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _is_phase(c):
     """Whether the byte c is one of the Chrome trace format's event phases (PHASES)."""
     return IS_PHASE[c]
 
 
-@njit(cache=True)
+@_jit()
 def _clear_row(o64, o32, row):
     # element loops rather than slice assignment: the GPU reader compiles this function for CUDA too
     for j in range(o64.shape[1]):
@@ -818,7 +831,7 @@ def _clear_row(o64, o32, row):
         o32[row, j] = NULL32
 
 
-@njit(cache=True)
+@_jit()
 def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse one event object starting at pos ('{'). Returns the end position, -1 on error or
     truncation (the caller tells them apart by the position), -2 when the intern table is full, -3 when
@@ -891,7 +904,7 @@ def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ul
     return -1
 
 
-@njit(cache=True, nogil=True)
+@_jit(nogil=True)
 def scan(buf, b64, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse the events of the array that start in [pos, end) of buf[:n] into rows row0.. of the scratch.
 
@@ -933,7 +946,7 @@ def scan(buf, b64, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen
             return BAD, pos, row  # events are separated by commas
 
 
-@njit(cache=True)
+@_jit()
 def find_chunk_start(buf, pos, n):
     """Return the first position >= pos holding a '{' whose previous non-blank byte is ','; n if none.
 
@@ -965,7 +978,7 @@ def find_events_array(buf: np.ndarray, n: int) -> tuple[int, int]:
     return _find_events_array(buf, words(buf), n)
 
 
-@njit(cache=True)
+@_jit()
 def _find_events_array(buf, b64, n):
     pos = skip_ws(buf, 0, n)
     if pos >= n:
@@ -1003,7 +1016,7 @@ def _find_events_array(buf, b64, n):
     return 0, 0
 
 
-@njit(cache=True, nogil=True)
+@_jit(nogil=True)
 def array_end(buf, pos, n, state):
     """Skip JSON text in buf[pos:n] until the array open at the start of the first call closes, without
     reading any value. `state` carries (nesting depth, inside a string, the next byte is escaped) from call
@@ -1035,13 +1048,13 @@ def array_end(buf, pos, n, state):
     return -1
 
 
-@njit(cache=True, inline="always")
+@_jit(inline="always")
 def _global_id(gmap, v):
     """gmap's last entry is -1: the global id of a null (NULL32) local id."""
     return gmap[gmap.shape[0] - 1 if v == NULL32 else v]
 
 
-@njit(cache=True, nogil=True)
+@_jit(nogil=True)
 def drain(
     o64, o32, rows, gmap,
     d64, d64_src, d32, d32_src, ph_out, at,

@@ -30,10 +30,10 @@ def _jit(**options):
 
     The scanner allocates nothing: every array it touches is the caller's and outlives the call. With
     reference counting on, numba brackets the inlined helpers and calls with increments and decrements of
-    each array argument's count that its pruning pass cannot prove redundant (about 130 out-of-line atomic
-    calls in _parse_event's machine code): half of a scan's CPU time. ``_nrt=False`` is numba's option for
-    code that needs no runtime; a function that allocated an array would fail to compile under it, not
-    misbehave."""
+    each array argument's count that its pruning pass cannot prove redundant (131 call sites of out-of-line
+    atomic calls in _parse_event's machine code): without them a scan needs 55-57% of the CPU it needed
+    (bench/results/scan-2026-11-28-2c-amd-epyc.md). ``_nrt=False`` is numba's option for code that needs no
+    runtime; a function that allocated an array would fail to compile under it, not misbehave."""
     return njit(cache=True, _nrt=False, **options)
 
 

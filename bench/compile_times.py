@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers)
-from timing import FreshRunError, checkout_commit, checkout_env, cold_cache_run, emit  # noqa: E402
+from timing import FreshRunError, alternating, checkout_commit, checkout_env, cold_cache_run, completed, emit  # noqa: E402
 
 #: functions listed in the report
 TOP = 12
@@ -88,10 +88,13 @@ def report(argv: list[str], results: dict[str, list], names: dict[str, str], run
         "| checkout | command s, median | numba compiles s, median | runs (command / compiles) |",
         "|---|---:|---:|---|",
     ]
-    done = {k: [r for r in v if isinstance(r, dict)] for k, v in results.items() if v}
-    for key, rows in done.items():
+    done = {}
+    for key in results:
+        rows, failure = completed(results[key])
+        done[key] = rows
+        if failure:
+            lines.append(f"| {names[key]} | failed: {failure} | | |")
         if not rows:
-            lines.append(f"| {names[key]} | failed: {results[key][0]} | | |")
             continue
         each = ", ".join(f"{r['wall_s']:.1f} / {r['compile_s']:.1f}" for r in rows)
         wall, comp = (statistics.median(r[k] for r in rows) for k in ("wall_s", "compile_s"))
@@ -126,11 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         ap.error("name the gpuan command to run after --, e.g. -- info TRACE")
     base = Path(args.baseline).resolve() if args.baseline else None
-    results: dict[str, list] = {"this": [], "baseline": []}
-    for _ in range(args.runs):
-        results["this"].append(runs_of(REPO, command))
-        if base:
-            results["baseline"].append(runs_of(base, command))
+    results = alternating(lambda checkout: runs_of(checkout, command), args.runs, REPO, base)
     names = {"this": "this checkout", "baseline": f"{base} ({args.baseline_name or checkout_commit(base)})"}
     text = report(command, results, names, args.runs)
     print(text)

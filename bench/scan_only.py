@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers)
-from timing import FreshRunError, checkout_commit, checkout_env, emit, fresh_runs  # noqa: E402
+from timing import FreshRunError, alternating, checkout_commit, checkout_env, completed, emit, fresh_runs  # noqa: E402
 
 SCRATCH_ROWS = 1 << 16
 
@@ -99,11 +99,10 @@ def report(path: str, results: dict[str, list], names: dict[str, str], runs: int
     ]
     medians = {}
     for key, rows in results.items():
-        done = [r for r in rows if isinstance(r, dict)]
-        if not rows:
-            continue
+        done, failure = completed(rows)
+        if failure:
+            lines.append(f"| {names[key]} | failed: {failure} | | | |")
         if not done:
-            lines.append(f"| {names[key]} | failed: {rows[0]} | | | |")
             continue
         each = [statistics.median(r["cpu_s"]) for r in done]
         medians[key] = statistics.median(each)
@@ -133,11 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         child(path, args.scans)
         return 0
     base = Path(args.baseline).resolve() if args.baseline else None
-    results: dict[str, list] = {"this": [], "baseline": []}
-    for _ in range(args.runs):
-        results["this"].append(runs_of(REPO, path, args.scans))
-        if base:
-            results["baseline"].append(runs_of(base, path, args.scans))
+    results = alternating(lambda checkout: runs_of(checkout, path, args.scans), args.runs, REPO, base)
     names = {"this": "this checkout", "baseline": f"{base} ({args.baseline_name or checkout_commit(base)})"}
     text = report(path, results, names, args.runs, args.scans)
     print(text)

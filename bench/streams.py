@@ -41,9 +41,11 @@ from ingest import git_commit, machine_info, save_report, versions  # noqa: E402
 from timing import (  # noqa: E402  (how every benchmark times: fresh processes, the first call apart)
     DEFAULT_RUNS,
     FreshRunError,
+    alternating,
     checkout_commit,
     checkout_env,
     cold_cache_run,
+    completed,
     emit,
     first_and_warm,
     fresh_runs,
@@ -168,11 +170,7 @@ def cold_only(args: argparse.Namespace) -> int:
     """``--only-cold``: `args.runs` first calls with an empty numba cache, each followed by the baseline's
     where one is given; print and save the report."""
     base = Path(args.baseline).resolve() if args.baseline else None
-    runs: dict[str, list] = {"this": [], "baseline": []}
-    for _ in range(args.runs):
-        runs["this"].append(cold_run())
-        if base:
-            runs["baseline"].append(cold_run(base))
+    runs = alternating(cold_run, args.runs, REPO, base)
     info = machine_info()
     lines = [
         f"# gpuan streams, first calls with an empty numba cache, {dt.date.today()} on {info['cpu']} "
@@ -189,11 +187,10 @@ def cold_only(args: argparse.Namespace) -> int:
         "|---|---:|---:|---|",
     ]
     for name, rows in runs.items():
-        done = [r for r in rows if isinstance(r, dict)]
-        if not rows:
-            continue
+        done, failure = completed(rows)
+        if failure:
+            lines.append(f"| {name} | failed: {failure} | | |")
         if not done:
-            lines.append(f"| {name} | failed: {rows[0]} | | |")
             continue
         read, first = spread([r["read_first_s"] for r in done]), spread([r["first_s"] for r in done])
         each = ", ".join(f"{r['read_first_s']:.1f} / {r['first_s']:.1f}" for r in done)

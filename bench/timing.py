@@ -10,7 +10,8 @@ Anchors are measured the same way in the same run, and ratios are against their 
 Child side: :func:`first_and_warm` times the calls, :func:`emit` prints the result as one tagged JSON
 line. Parent side: :func:`fresh_runs` runs a command in `n` fresh processes and returns what each
 printed, :func:`cold_cache_run` runs it once more with numba's cache in a new empty directory,
-:func:`checkout_env` and :func:`checkout_commit` run and name another checkout's gpuan (a baseline);
+:func:`checkout_env` and :func:`checkout_commit` run and name another checkout's gpuan (a baseline),
+:func:`alternating` runs this checkout and a baseline in turn and :func:`completed` sorts their runs;
 :func:`spread` and :func:`median` summarise, :func:`method_note` says all this in a report.
 """
 
@@ -130,6 +131,26 @@ def checkout_commit(checkout: Path) -> str:
     """Return "commit <short hash>" of a checkout, or that it has no git history."""
     r = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return f"commit {r.stdout.strip()}" if r.returncode == 0 else "no git history: name it with --baseline-name"
+
+
+def alternating(one: Callable[[Path], dict[str, Any] | str], runs: int, this: Path, baseline: Path | None) -> dict:
+    """Call one(this) `runs` times, each followed by one(baseline) where a baseline is given, so both see the
+    same load; return their results (a dict, or the text of why that run failed) as {"this": [...],
+    "baseline": [...]}."""
+    if baseline is not None and not baseline.is_dir():
+        raise SystemExit(f"{baseline}: no such checkout to compare with")
+    out: dict[str, list] = {"this": [], "baseline": []}
+    for _ in range(runs):
+        out["this"].append(one(this))
+        if baseline is not None:
+            out["baseline"].append(one(baseline))
+    return out
+
+
+def completed(rows: Sequence[dict[str, Any] | str]) -> tuple[list[dict[str, Any]], str | None]:
+    """Return the runs of `rows` that completed, and the first failure's text where none did (else None)."""
+    done = [r for r in rows if isinstance(r, dict)]
+    return done, (str(rows[0]) if rows and not done else None)
 
 
 def cold_cache_run(

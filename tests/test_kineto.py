@@ -223,6 +223,75 @@ def test_parallel_blocks_report_bad_input_as_one_pass(data_dir, tmp_path, monkey
         assert "malformed JSON near byte" in problems[0]
 
 
+def _same_trace(a, b) -> None:
+    """Assert two loads of the same events give the same tables and metadata (the source aside)."""
+    assert a.events.equals(b.events)
+    assert a.flows.equals(b.flows)
+    assert {k: v for k, v in a.metadata.items() if k != "source"} == {
+        k: v for k, v in b.metadata.items() if k != "source"
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, monkeypatch, threads):
+    """Past its head, a plain .json is scanned where it lies, in its memory map, window by window; with tiny
+    windows (events cut at every window's end), an event longer than several windows and the file's keys
+    after the events, it gives the table that the same bytes gzipped give through read buffers, and the
+    progress it reports grows to the last window."""
+    text = gzip.decompress((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
+    assert text.rstrip().endswith(b"}") and text.index(b'"traceName"') > text.index(b"traceEvents")
+    long_event = {"ph": "X", "cat": "kernel", "name": "k" * 200_000, "pid": 0, "tid": 7, "ts": 1.5, "dur": 2}
+    at = text.index(b"\n  {\n", len(text) // 2) + 1  # an event's start, far past the head
+    text = text[:at] + json.dumps(long_event).encode() + b",\n" + text[at:]
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, 1))
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    seen, reads = [], []
+    fill = reader.fill
+    monkeypatch.setattr(reader, "fill", lambda *a: reads.append(1) or fill(*a))
+    mapped = gpuan.trace.kineto.build_trace(
+        reader.scan_file(str(plain), threads=threads, progress=lambda done, total: seen.append((done, total))),
+        source="t",
+    )
+    assert len(reads) == 1  # the head's read; from there on, the map
+    streamed = gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=1), source="t")
+    assert len(reads) > 100
+    _same_trace(mapped, streamed)
+    assert "k" * 200_000 in mapped.events["name"].combine_chunks().dictionary.to_pylist()
+    assert mapped.metadata["file"]["traceName"] == "/tmp/tmpu3g3sevh.json"  # a key after the events
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and {t for _, t in seen} == {len(text)} and done[-1] > len(text) - (1 << 16)
+
+
+@pytest.mark.parametrize("damage", ["malformed", "truncated"])
+def test_plain_json_scanned_in_its_map_reports_bad_input_as_the_stream(data_dir, tmp_path, monkeypatch, damage):
+    """A damaged plain .json, its damage far past the head (in the memory map), gets the message that the
+    same bytes gzipped get, byte offsets included: one malformed event, or the file cut short."""
+    text = gzip.decompress((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
+    if damage == "malformed":
+        at = text.index(b'"ts"', len(text) * 3 // 4)
+        text = text[:at] + b"@" + text[at + 1 :]
+    else:
+        text = text[: len(text) * 3 // 4]
+    problems = []
+    for name, data in (("t.json", text), ("t.json.gz", gzip.compress(text, 1))):
+        (tmp_path / name).write_bytes(data)
+        monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+        monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+        for threads in (1, 2):
+            with pytest.raises(gpuan.errors.TraceError) as e:
+                reader.scan_file(str(tmp_path / name), threads=threads)
+            problems.append(str(e.value).replace(name, "T"))
+    assert len(set(problems)) == 1, problems
+    if damage == "malformed":
+        offset = int(problems[0].split("near byte ")[1].replace(",", ""))
+        assert text[offset - 4096 : offset + 4096].count(b"@") == 1
+    else:
+        assert "truncated file" in problems[0]
+
+
 def test_shapes_and_collectives(data_dir):
     t = gpuan.load(data_dir / "kineto" / "cpu_tiny_lm_prefill_decode.json.gz", use_cache=False)
     events = raw_events(data_dir / "kineto" / "cpu_tiny_lm_prefill_decode.json.gz")

@@ -20,7 +20,7 @@ import numpy as np
 
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace.kineto import scanner as sc
-from gpuan.trace.memory import mapped_empty
+from gpuan.trace.memory import mapped_empty, release
 from gpuan.trace.source import ByteSource, open_bytes
 
 BLOCK_BYTES = 16 << 20
@@ -316,6 +316,9 @@ def scan_parts(
         head = read_head(src, path, BLOCK_BYTES)
         buf, have, eof, pos, text = head.buf, head.have, head.eof, head.pos, head.text
         del head
+        # past the head, an uncompressed file is scanned where it lies, in its memory map: no copies
+        mapped = None if eof else src.mapped()
+        released = 0  # the map's pages before this offset were scanned and given back
         spare: np.ndarray | None = None  # the buffer the next block is read into while this one is scanned
         waiting: _Waiting | None = None  # a scanned block's rows, drained while the next block is scanned
         first_row = 0  # the file's event rows before this part
@@ -323,7 +326,7 @@ def scan_parts(
 
         def read_ahead() -> _Ahead | None:
             nonlocal spare
-            if eof:
+            if eof or mapped is not None:
                 return None
             if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
                 spare = np.empty(HEADROOM + BLOCK_BYTES + SLACK, np.uint8)
@@ -369,6 +372,12 @@ def scan_parts(
             if ahead is not None:
                 buf, spare, pos, have, eof = _carry(src, buf, pos, n, ahead)
                 continue
+            if mapped is not None:
+                at = src.offset_of(pos)
+                release(mapped[released:at])  # the scanned pages leave this process's memory
+                released = at
+                buf, pos, have, eof = _window(src, mapped, at, keep)
+                continue
             if keep * 2 > buf.size - SLACK:
                 buf = grow_buffer(buf)
             buf[:keep] = buf[pos:n]
@@ -381,9 +390,11 @@ def scan_parts(
                 raise ahead.error
             tail += ahead.buf[HEADROOM : HEADROOM + ahead.got].tobytes()
             eof = ahead.eof
-        tail += b"" if eof else src.read_rest()
+        if not eof:
+            tail += src.read_rest() if mapped is None else mapped[src.offset_of(have) :].tobytes()
 
     del scratches, scratch, buf, spare  # the scratch is as large as a block's rows: free it before assembling
+    mapped = None  # unmapped once no array views it
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
 
@@ -434,6 +445,22 @@ def _carry(src: ByteSource, buf: np.ndarray, pos: int, n: int, ahead: _Ahead):
     joined[keep : keep + ahead.got] = ahead.buf[HEADROOM:have]
     src.advance(pos)
     return joined, ahead.buf, 0, keep + ahead.got, ahead.eof
+
+
+def _window(src: ByteSource, whole: np.ndarray, at: int, unfinished: int) -> tuple[np.ndarray, int, int, bool]:
+    """For a file scanned in its memory map `whole`, return (buffer, pos, have, eof) to scan on from file
+    offset `at`, whose first `unfinished` bytes hold no whole event: the map itself up to a block further
+    (or twice `unfinished`, so that a long event fits), or near its end the file's last bytes copied into
+    a padded buffer, since the scanner's word reads past the data need memory that the map's end lacks."""
+    end = at + max(BLOCK_BYTES, 2 * unfinished)
+    if end <= whole.size - SLACK:
+        src.map_at(end)
+        return whole, at, end, False
+    last = np.empty(whole.size - at + SLACK, np.uint8)
+    last[: whole.size - at] = whole[at:]
+    src.map_at(whole.size)
+    src.advance(at)
+    return last, 0, whole.size - at, True
 
 
 @dataclass

@@ -116,23 +116,26 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
     events.permute(order)
     shape = _distributed_shape(file_meta)
     agents = whole.agents if whole is not None else None
-    device, stream = _device_and_stream(fields, events, (meta, memory_gpus, shape, agents) if rocm else None)
-
     base = whole.base if whole is not None else _base_time(events.ts, raw.flows.get("ts"))
     meta["base_time_ns"] = base + int(meta.pop("_file_base_ns", 0))
     rank = rank if rank is not None else distributed_rank(file_meta)
     meta["rank"] = rank
 
     name = _permute(raw.columns.pop("name"), order)
-    cols = _event_columns(events, name, raw.columns, order, base, strings)
-    cols["device"], cols["stream"] = device, stream
-    cols["memcpy_kind"] = fields.column("arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), events.kind, strings))
+    makers = _event_columns(events, name, raw.columns, order, base, strings)
+    makers.update(_device_and_stream(fields, events, (meta, memory_gpus, shape, agents) if rocm else None))
+    makers["memcpy_kind"] = lambda: fields.column(
+        "arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), events.kind, strings)
+    )
+    makers.update(_argument_columns(fields, strings))
+    # the columns are independent and numpy gives up the GIL for the big copies: build them side by side
+    with ThreadPoolExecutor(thread_count(), thread_name_prefix="gpuan-columns") as pool:
+        cols = dict(zip(makers, pool.map(lambda make: make(), makers.values())))
     release(name)  # the dictionary column holds its own codes
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case
         n = fields.n
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
-    cols.update(_argument_columns(fields, strings))
     table = grids_in_workgroups(build_table(cols, fields.n), whole.work_item_launches if whole is not None else None)
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
@@ -163,11 +166,11 @@ def _device_and_stream(
     fields: _SparseFields,
     events: _Events,
     rocm: tuple[dict, list[int], tuple[int, int] | None, np.ndarray | None] | None,
-) -> tuple[pa.Array, pa.Array]:
-    """Return the device and stream columns: the args' values, else for GPU events the pid and tid, where
-    Kineto writes them. On ROCm (`rocm`: the metadata, the GPUs of [memory] events, the distributed
-    shape and, for a part of a file, the whole file's agents) devices are agent ids, turned into device
-    indexes."""
+) -> dict[str, Callable[[], pa.Array]]:
+    """Return the makers of the device and stream columns: the args' values, else for GPU events the pid
+    and tid, where Kineto writes them. On ROCm (`rocm`: the metadata, the GPUs of [memory] events, the
+    distributed shape and, for a part of a file, the whole file's agents) devices are agent ids, turned
+    into device indexes."""
     n = fields.n
     gpu_rows = np.flatnonzero(np.isin(events.kind, [KIND_CODE[k] for k in GPU_KINDS]))
 
@@ -180,28 +183,31 @@ def _device_and_stream(
     def streams(r: np.ndarray, v: np.ndarray) -> pa.Array:
         return sparse_column(n, *_fill_sparse(r, v, gpu_rows, events.tid[gpu_rows], _is_id), pa.int64())
 
-    return fields.column("device", devices), fields.column("stream", streams)
+    return {"device": lambda: fields.column("device", devices), "stream": lambda: fields.column("stream", streams)}
 
 
 def _event_columns(
     events: _Events, name: np.ndarray, c: dict[str, np.ndarray], order: np.ndarray, base: int, strings: list[str]
-) -> dict[str, pa.Array]:
-    """Return the columns every event has (times on `base`), the scanner's dense columns `c` reordered."""
+) -> dict[str, Callable[[], pa.Array]]:
+    """Return the makers of the columns every event has (times on `base`), the scanner's dense columns `c`
+    reordered."""
+    correlation, external_id = c.pop("correlation"), c.pop("external_id")
     return {
-        "ts": int_column(_rebase(events.ts, base), N64, pa.int64()),
-        "dur": int_column(events.dur, N64, pa.int64()),
-        "name": dict_column(name, strings),
-        "cat": dict_column(events.cat, events.cat_strings),
-        "kind": pa.DictionaryArray.from_arrays(pa.array(events.kind, pa.int8()), pa.array(KINDS)),
-        "pid": int_column(events.pid, N64, pa.int64()),
-        "tid": int_column(events.tid, N64, pa.int64()),
-        "correlation": int_column(_permute(c.pop("correlation"), order), N64, pa.int64()),
-        "external_id": int_column(_permute(c.pop("external_id"), order), N64, pa.int64()),
+        "ts": lambda: int_column(_rebase(events.ts, base), N64, pa.int64()),
+        "dur": lambda: int_column(events.dur, N64, pa.int64()),
+        "name": lambda: dict_column(name, strings),
+        "cat": lambda: dict_column(events.cat, events.cat_strings),
+        "kind": lambda: pa.DictionaryArray.from_arrays(pa.array(events.kind, pa.int8()), pa.array(KINDS)),
+        "pid": lambda: int_column(events.pid, N64, pa.int64()),
+        "tid": lambda: int_column(events.tid, N64, pa.int64()),
+        "correlation": lambda: int_column(_permute(correlation, order), N64, pa.int64()),
+        "external_id": lambda: int_column(_permute(external_id, order), N64, pa.int64()),
     }
 
 
-def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, pa.Array]:
-    """Return the columns of the events' args: launch shapes, sizes, collectives and the JSON values."""
+def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, Callable[[], pa.Array]]:
+    """Return the makers of the columns of the events' args: launch shapes, sizes, collectives and the JSON
+    values."""
     n = fields.n
     makers: dict[str, Callable[[np.ndarray, np.ndarray], pa.Array]] = {}
     for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size", "peer"):
@@ -212,10 +218,7 @@ def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, pa
         makers[col] = lambda r, v: dict_column(v, strings, idx=r, length=n)
     for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
         makers[col] = lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n)
-    # the columns are independent and numpy gives up the GIL for the big copies: build them side by side
-    with ThreadPoolExecutor(thread_count(), thread_name_prefix="gpuan-columns") as pool:
-        built = pool.map(lambda col: fields.column(col, makers[col]), makers)
-        return dict(zip(makers, built))
+    return {col: (lambda col=col: fields.column(col, makers[col])) for col in makers}
 
 
 def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:

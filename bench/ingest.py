@@ -416,8 +416,9 @@ def profile_child(path: str, warmup: str | None) -> dict:
     del buf, mv
 
     spans: dict[str, list] = defaultdict(list)
-    wrapped = [(sc, "scan", "scan"), (sc, "drain", "drain"), (reader, "fill", "fill"), (reader, "_take", "take"),
-               (reader, "_assemble", "assemble"), (reader, "parse_metadata", "metadata")]  # fmt: skip
+    wrapped = [(sc, "scan", "scan"), (sc, "drain", "drain"), (reader, "fill", "fill"), (reader, "_window", "fill"),
+               (reader, "_take", "take"), (reader, "_assemble", "assemble"),
+               (reader, "parse_metadata", "metadata")]  # fmt: skip
     originals = []
     for module, name, key in wrapped:
         fn = getattr(module, name)
@@ -1000,7 +1001,11 @@ def markdown_table(headers: list[str], rows: list[list[str]], left: int = 2) -> 
 PROFILE_STAGES = (
     ("gpuan.load = scan_file + build_trace", "seconds"),
     ("scan_file (reader.scan_file)", "scan_file_s"),
-    ("- reading: reader.fill (page-cache copy / wait on the isal thread), while no thread scans", "fill_s"),
+    (
+        "- reading: reader.fill / reader._window (page-cache copy / wait on the isal thread / a plain .json's "
+        "last bytes copied; its page faults on the map fall in the scanner), while no thread scans",
+        "fill_s",
+    ),
     ("- scanner sc.scan, wall (at least one thread scanning)", "scanner_s"),
     ("- scanner sc.scan, thread-seconds (all threads)", "scanner_thread_s"),
     ("- drain into the output columns: sc.drain, while no thread scans", "drain_s"),

@@ -7,6 +7,7 @@ import json
 import zlib
 from collections import Counter, defaultdict
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -221,6 +222,100 @@ def test_parallel_blocks_report_bad_input_as_one_pass(data_dir, tmp_path, monkey
         assert "truncated gzip" in problems[0]
     if before_cut == 3_000_000:
         assert "malformed JSON near byte" in problems[0]
+
+
+def _events_text(n: int, first: int = 0) -> str:
+    """Return n small complete events as JSON array elements, numbered from `first`."""
+    return ",\n".join(
+        f'{{"ph": "X", "cat": "kernel", "name": "k{i % 7}", "pid": 0, "tid": 7, "ts": {1000 + i}.5, "dur": 1, '
+        f'"args": {{"stream": 7, "correlation": {i}}}}}'
+        for i in range(first, first + n)
+    )
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "events ending in the head, a long tail",  # the tail read from the map past the head
+        "a key after the events longer than two windows",  # the events end in a window of the map
+        "events to the last bytes",  # the events end in the copied last bytes
+    ],
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_plain_json_map_ends_wherever_the_events_end(tmp_path, monkeypatch, layout, threads):
+    """Wherever the events array ends (in the head, in a window of the map, in the last bytes, which are
+    copied), the file's keys after it are read whole and the table is the gzipped stream's."""
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    if layout.startswith("events ending in the head"):
+        events, after = _events_text(50), {"deviceProperties": [{"id": 0, "note": "x" * 200_000}]}
+    elif layout.startswith("a key after"):
+        events, after = _events_text(3000), {"notes": "y" * 100_000, "traceName": "t"}
+    else:
+        events, after = _events_text(3000), {}
+    text = ('{"schemaVersion": 1, "traceEvents": [\n' + events + "\n]" + "".join(
+        f", {json.dumps(k)}: {json.dumps(v)}" for k, v in after.items()) + "}").encode()  # fmt: skip
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, 1))
+    mapped = gpuan.trace.kineto.build_trace(reader.scan_file(str(plain), threads=threads), source="t")
+    streamed = gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=1), source="t")
+    _same_trace(mapped, streamed)
+    assert mapped.events.num_rows == events.count('"ph": "X"')
+    for key, value in after.items():
+        got = mapped.metadata["file"][key] if key != "deviceProperties" else mapped.metadata["device_properties"]
+        assert got == value
+
+
+def test_plain_json_parts_read_as_the_stream(data_dir, tmp_path, monkeypatch):
+    """A plain .json read in parts (as ``gpuan convert`` does past a memory ceiling) gives, part after part,
+    the rows that the gzipped stream gives (where parts end follows the blocks, which differ), each part
+    numbered on from the rows before it."""
+    text = gzip.decompress((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, 1))
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+
+    def rows(path: Path, threads: int) -> tuple[int, dict[str, np.ndarray], list[str]]:
+        parts, columns, names, before = 0, defaultdict(list), [], 0
+        for part in reader.scan_parts(str(path), part_rows=5_000, threads=threads):
+            assert part.first_row == before
+            before += part.length
+            parts += 1
+            for name in ("ts", "dur", "pid", "tid", "correlation"):
+                columns[name].append(part.columns[name].copy())  # the part's buffers are reused by the next
+            names += [part.strings[i] for i in part.columns["name"]]
+        return parts, {k: np.concatenate(v) for k, v in columns.items()}, names
+
+    parts, mapped, mapped_names = rows(plain, 2)
+    _, streamed, streamed_names = rows(packed, 1)
+    assert parts > 3
+    assert all(np.array_equal(mapped[k], streamed[k]) for k in streamed)
+    assert mapped_names == streamed_names
+
+
+@pytest.mark.parametrize("beyond", [0, 1])
+def test_map_window_stops_short_of_the_last_bytes(tmp_path, monkeypatch, beyond):
+    """A window of the map may end at most SLACK bytes before the file's end (the scanner's word reads past
+    a window's end stay inside the map); one byte further and the rest is copied into a padded buffer."""
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)
+    path = tmp_path / "t.json"
+    at = 1000
+    path.write_bytes(b" " * (at + 4096 + reader.SLACK - beyond))
+    from gpuan.trace.source import open_bytes
+
+    with open_bytes(path) as src:
+        whole = src.mapped()
+        buf, pos, have, eof = reader._window(src, whole, at, 10)
+        if beyond == 0:
+            assert buf is whole and (pos, have, eof) == (at, at + 4096, False)
+            assert have + reader.SLACK <= whole.size
+        else:
+            assert buf is not whole and (pos, have, eof) == (0, whole.size - at, True)
+            assert buf.size >= have + reader.SLACK and src.offset_of(0) == at
+            assert bytes(buf[:have]) == bytes(whole[at:])
 
 
 def _same_trace(a, b) -> None:

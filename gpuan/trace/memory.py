@@ -51,6 +51,7 @@ def lean_memory() -> Iterator[None]:
             _libc.malloc_trim(0)
 
 
+_MADV_WILLNEED = 3
 _MADV_DONTNEED = 4
 _PAGE = mmap.PAGESIZE
 
@@ -69,10 +70,20 @@ def mapped_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
 
 def release(a: np.ndarray) -> None:
     """Give back the memory pages that lie wholly inside the contiguous array `a`, a view into an
-    array from :func:`mapped_empty`; reading them afterwards gives zeros. A no-op where it cannot."""
+    array from :func:`mapped_empty` (reading them afterwards gives zeros) or into a private map of a file
+    (reading them afterwards reads the file again). A no-op where it cannot."""
     if _libc is None or a.nbytes < _PAGE or not a.flags.c_contiguous:
         return
     start = (a.ctypes.data + _PAGE - 1) // _PAGE * _PAGE
     end = (a.ctypes.data + a.nbytes) // _PAGE * _PAGE
     if end > start:
         _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
+
+
+def will_need(a: np.ndarray) -> None:
+    """Ask the kernel to start reading the file pages under `a`, a view into a map of a file, so that a
+    scan reaching them later does not wait on the disk page by page. A no-op where it cannot."""
+    if _libc is None or a.nbytes == 0:
+        return
+    start = a.ctypes.data // _PAGE * _PAGE
+    _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(a.ctypes.data + a.nbytes - start), _MADV_WILLNEED)

@@ -55,8 +55,9 @@ class ByteSource:
         return np.frombuffer(view, np.uint8)
 
     def map_at(self, upto: int) -> None:
-        """Note that the reader now works in the memory map (positions in it are file offsets) and holds
-        the bytes up to offset `upto`."""
+        """Note that the reader now reads from the memory map and holds the file's bytes up to offset
+        `upto`; positions count from the file's start again (:meth:`advance` moves them on, for a copy of
+        the map's last bytes)."""
         self._base = 0
         self._mapped_to = upto
 

@@ -54,8 +54,9 @@ class _Events:
 
 
 class _SparseFields:
-    """The scanner's sparse fields, made columns in the table's row order one at a time; each field's
-    scan buffers are given back as soon as its column is built, which keeps the peak down."""
+    """The scanner's sparse fields, made columns in the table's row order, each by its own call (calls
+    for different fields may run at once); each field's scan buffers are given back as soon as its column
+    is built, which keeps the peak down."""
 
     def __init__(self, sparse: dict[str, tuple[np.ndarray, np.ndarray]], order: np.ndarray, rows: int) -> None:
         self.sparse = sparse

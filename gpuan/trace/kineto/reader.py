@@ -1,6 +1,7 @@
 """Read a Kineto / Chrome-trace JSON file (plain or gzip) into the event table, block by block.
 
-The file streams through one reused buffer. Each block is split into one chunk per thread at likely
+A gzipped file streams through one reused buffer; a plain one, past its first block, is scanned where it
+lies, in its memory map, a block-sized window at a time. Each block is split into one chunk per thread at likely
 event starts; the chunks are scanned in parallel by the compiled scanner, each into its own scratch
 columns and string table; then every chunk's start is verified against where the previous chunk really
 ended (a wrong guess is re-scanned), and the rows are drained into the output columns. Memory is
@@ -10,6 +11,7 @@ bounded by the output columns plus a few fixed-size buffers, never by the input 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -20,7 +22,7 @@ import numpy as np
 
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace.kineto import scanner as sc
-from gpuan.trace.memory import mapped_empty, release
+from gpuan.trace.memory import mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
 
 BLOCK_BYTES = 16 << 20
@@ -28,6 +30,7 @@ MIN_PARALLEL_BYTES = 1 << 20
 HEADROOM = 1 << 20  # bytes free before a block read ahead, for the unfinished event carried into it
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
+PAGE = mmap.PAGESIZE
 MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
 MAX_ROWS = 2**31 - 1  # row numbers are int32 in the sparse columns
 
@@ -375,7 +378,7 @@ def scan_parts(
             if mapped is not None:
                 at = src.offset_of(pos)
                 release(mapped[released:at])  # the scanned pages leave this process's memory
-                released = at
+                released = at - at % PAGE  # from the page that held `at`, not given back yet
                 buf, pos, have, eof = _window(src, mapped, at, keep)
                 continue
             if keep * 2 > buf.size - SLACK:
@@ -455,6 +458,7 @@ def _window(src: ByteSource, whole: np.ndarray, at: int, unfinished: int) -> tup
     end = at + max(BLOCK_BYTES, 2 * unfinished)
     if end <= whole.size - SLACK:
         src.map_at(end)
+        will_need(whole[end : end + BLOCK_BYTES])  # the next window's pages read from disk meanwhile
         return whole, at, end, False
     last = np.empty(whole.size - at + SLACK, np.uint8)
     last[: whole.size - at] = whole[at:]

@@ -53,7 +53,7 @@ def lean_memory() -> Iterator[None]:
 
 _MADV_WILLNEED = 3
 _MADV_DONTNEED = 4
-_PAGE = mmap.PAGESIZE
+PAGE = mmap.PAGESIZE  #: the memory page size, the unit that memory is given back in
 
 
 def mapped_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
@@ -72,10 +72,10 @@ def release(a: np.ndarray) -> None:
     """Give back the memory pages that lie wholly inside the contiguous array `a`, a view into an
     array from :func:`mapped_empty` (reading them afterwards gives zeros) or into a private map of a file
     (reading them afterwards reads the file again). A no-op where it cannot."""
-    if _libc is None or a.nbytes < _PAGE or not a.flags.c_contiguous:
+    if _libc is None or a.nbytes < PAGE or not a.flags.c_contiguous:
         return
-    start = (a.ctypes.data + _PAGE - 1) // _PAGE * _PAGE
-    end = (a.ctypes.data + a.nbytes) // _PAGE * _PAGE
+    start = (a.ctypes.data + PAGE - 1) // PAGE * PAGE
+    end = (a.ctypes.data + a.nbytes) // PAGE * PAGE
     if end > start:
         _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
 
@@ -85,5 +85,5 @@ def will_need(a: np.ndarray) -> None:
     scan reaching them later does not wait on the disk page by page. A no-op where it cannot."""
     if _libc is None or a.nbytes == 0:
         return
-    start = a.ctypes.data // _PAGE * _PAGE
+    start = a.ctypes.data // PAGE * PAGE
     _libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(a.ctypes.data + a.nbytes - start), _MADV_WILLNEED)

@@ -11,7 +11,6 @@ bounded by the output columns plus a few fixed-size buffers, never by the input 
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ import numpy as np
 
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace.kineto import scanner as sc
-from gpuan.trace.memory import mapped_empty, release, will_need
+from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
 
 BLOCK_BYTES = 16 << 20
@@ -30,7 +29,6 @@ MIN_PARALLEL_BYTES = 1 << 20
 HEADROOM = 1 << 20  # bytes free before a block read ahead, for the unfinished event carried into it
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
-PAGE = mmap.PAGESIZE
 MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
 MAX_ROWS = 2**31 - 1  # row numbers are int32 in the sparse columns
 

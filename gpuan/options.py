@@ -5,6 +5,10 @@ numpy, pyarrow nor numba (importing an analysis package loads them all)."""
 #: every command: the engines (--device, $GPUAN_DEVICE)
 ENGINES = ("auto", "cpu", "gpu")
 
+#: every command: what MPI launchers put in the environment of the processes they start (such a process
+#: runs its command itself, never in a server: see gpuan.engine.procs and gpuan.server.client)
+MPI_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
+
 #: cycles: which patterns a Result names as its files: every distinct one, or the LLM prefill/decode phases
 CYCLES_MODES = ("all", "llm")
 #: cycles: which CPU operators make a thread's sequence: top-level ones, leaves, or all

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# the commands the tests start run in their own processes, never in a gpuan server someone left running
+# for this checkout (tests/test_server.py starts its own, apart)
+os.environ["GPUAN_SERVER"] = "off"
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

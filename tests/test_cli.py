@@ -134,6 +134,17 @@ def test_more_bad_inputs(tmp_path, data_dir):
     assert_one_line_error(gpuan("info", mixed), mixed, "mixes trace formats")
 
 
+def test_a_pipe_is_bad_input(tmp_path, data_dir):
+    """A trace given as a pipe (``gpuan info <(zcat t.json.gz)``, /dev/stdin) cannot be read from its start
+    twice, as every trace is read (its format, then its contents): one line, not a traceback."""
+    text = gzip.decompress((data_dir / "kineto" / "a100_triton_example.json.gz").read_bytes())
+    piped = subprocess.run(
+        [sys.executable, "-m", "gpuan", "info", "/dev/stdin"], input=text, capture_output=True, timeout=600
+    )
+    piped.stderr = piped.stderr.decode()
+    assert_one_line_error(piped, "/dev/stdin", "not a regular file")
+
+
 def test_empty_trace_is_bad_input(tmp_path):
     empty = tmp_path / "nothing.json"
     empty.write_text('{"traceEvents": [], "deviceProperties": []}')

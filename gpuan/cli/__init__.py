@@ -23,13 +23,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpuan.cli import compare, convert, cycles, demo, fleet, info, replay, sol, streams, tensors
+    from gpuan.cli import compare, convert, cycles, demo, fleet, info, replay, server, sol, streams, tensors
 
     p = _Parser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
     p.add_argument("--device", type=engine_choice, default=None, metavar="{auto,cpu,gpu}", help=_DEVICE_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (info, convert, cycles, compare, streams, sol, tensors, replay, fleet, demo):
+    for module in (info, convert, cycles, compare, streams, sol, tensors, replay, fleet, demo, server):
         module.add_parser(sub)
     for command in sub.choices.values():
         # the engine option after the command too (gpuan sol --device gpu T); a subcommand's own --device
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             from gpuan.jit_cache import lighter_numba_start
 
             lighter_numba_start()  # a third of a second of every command that loads numba code
-            select(args.device)
+            if getattr(args, "picks_engine", True):  # not the server: it must not reach a GPU before it forks
+                select(args.device)
             with all_or_none():
                 return args.run(args) or 0
         except (TraceError, UsageError) as e:
@@ -83,5 +84,9 @@ def _exit_on_sigterm():
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point: the command runs in this environment's server where one is running
+    (``gpuan server start``), else here."""
+    from gpuan.server.client import delegate
+
+    code = delegate(sys.argv[1:])
+    sys.exit(main() if code is None else code)

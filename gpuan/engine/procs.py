@@ -20,9 +20,8 @@ import numpy as np
 
 from gpuan.arrays import to_host
 from gpuan.errors import TraceError, UsageError
+from gpuan.options import MPI_LAUNCHER_VARS
 
-# what MPI launchers put in the environment of the processes they start
-_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
 #: how device (GPU) buffers cross between processes: handed to a CUDA-aware MPI as they are, through UCX
 #: (ucxx), or copied to pinned host memory, sent by MPI and copied back
 DEVICE_PATHS = ("cuda-aware-mpi", "ucxx", "host-staging")
@@ -274,7 +273,7 @@ def under_mpi_launcher() -> bool:
         if forced.strip() not in ("0", "1"):
             raise UsageError(f"GPUAN_MPI must be 0 or 1, not {forced!r}")
         return forced.strip() == "1"
-    return any(v in os.environ for v in _LAUNCHER_VARS)
+    return any(v in os.environ for v in MPI_LAUNCHER_VARS)
 
 
 def from_launcher(use_mpi: bool | None = None) -> Procs:

@@ -6,6 +6,7 @@ import gzip
 import io
 import mmap
 import os
+import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -110,16 +111,21 @@ class ByteSource:
 
 
 def open_file(path: str | os.PathLike) -> io.BufferedReader:
-    """Return the file opened for binary reading; a missing file, a directory or any other failure to
-    open raises TraceError naming the file."""
+    """Return the file opened for binary reading; a missing file, a directory, a pipe or a device (which
+    cannot be read twice from the start, as a trace is: its format first, then its contents) or any other
+    failure to open raises TraceError naming the file."""
     try:
-        return open(path, "rb")
+        f = open(path, "rb")
     except FileNotFoundError:
         raise TraceError(path, "no such file") from None
     except IsADirectoryError:
         raise TraceError(path, "is a directory, not a trace file") from None
     except OSError as e:
         raise TraceError(path, f"cannot open ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise TraceError(path, "not a regular file (a pipe or a device?): write the trace to a file first")
+    return f
 
 
 @contextmanager

@@ -1,0 +1,163 @@
+"""``gpuan server start|stop|status|run``: a warm gpuan process that runs the commands of this
+environment (:mod:`gpuan.server`), so that a command on a small trace does not pay Python's imports and
+numba's cache loads each time."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from gpuan.errors import UsageError
+
+#: how long a server waits for a command before it stops (seconds)
+DEFAULT_IDLE_S = 1800.0
+#: how long ``start`` waits for a new server to be ready (a first warm-up may compile numba's code)
+_READY_S = 600.0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the command's parser to `sub` (the subcommands of ``gpuan``)."""
+    p = sub.add_parser(
+        "server",
+        help="keep a warm gpuan process that runs later commands of this environment (start, stop, status)",
+    )
+    p.add_argument(
+        "action", choices=("start", "stop", "status", "run"),
+        help="start one in the background, stop it, say whether one runs, or run one in the foreground",
+    )  # fmt: skip
+    p.add_argument(
+        "--idle", type=_minutes, default=DEFAULT_IDLE_S, metavar="MINUTES",
+        help=f"stop after this many minutes without a command (default {DEFAULT_IDLE_S / 60:g})",
+    )  # fmt: skip
+    p.set_defaults(run=run, picks_engine=False)
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of minutes, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value * 60
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the action in `args`; returns the exit code (1 where ``status`` or ``stop`` finds no server)."""
+    from gpuan.server.address import AddressError, socket_path
+
+    try:
+        path = socket_path()
+    except AddressError as e:
+        raise UsageError(str(e)) from None
+    return {"start": _start, "stop": _stop, "status": _status, "run": _run}[args.action](path, args.idle)
+
+
+def _start(path: str, idle_s: float) -> int:
+    from gpuan.server.address import package_dir
+
+    status = _ask(path, b"S")
+    if status is not None:
+        print(f"gpuan: a server already runs for this environment (pid {status['pid']}; {path})")
+        return 0
+    log = path[: -len(".sock")] + ".log"
+    # the same gpuan as this command's, whatever the working directory holds: its directory first on the path
+    code = "import sys; sys.path[0] = sys.argv[1]; from gpuan.cli import main; sys.exit(main(sys.argv[2:]))"
+    argv = [sys.executable, "-c", code, os.path.dirname(package_dir()), "server", "run", "--idle", f"{idle_s / 60:g}"]
+    with open(log, "ab") as out:
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
+        )
+    start = time.monotonic()
+    while time.monotonic() - start < _READY_S:
+        status = _ask(path, b"S")
+        if status is not None:
+            warm = status["warm"]
+            print(
+                f"gpuan: server ready in {time.monotonic() - start:.1f} s (pid {status['pid']}; "
+                f"{warm['modules']} modules, {warm['signatures']} compiled functions loaded); "
+                f"gpuan commands of this environment run in it until it has been idle {idle_s / 60:g} min "
+                f"(log: {log})"
+            )
+            return 0
+        if child.poll() is not None:
+            raise UsageError(f"the gpuan server stopped as it started (exit code {child.returncode}); see {log}")
+        time.sleep(0.05)
+    child.terminate()
+    raise UsageError(f"the gpuan server was not ready after {_READY_S:g} s; see {log}")
+
+
+def _stop(path: str, idle_s: float) -> int:
+    status = _ask(path, b"Q")
+    if status is None:
+        print("gpuan: no server runs for this environment")
+        return 1
+    print(f"gpuan: server stopped (pid {status['pid']}, {status['served']} commands served)")
+    return 0
+
+
+def _status(path: str, idle_s: float) -> int:
+    status = _ask(path, b"S")
+    if status is None:
+        print(f"gpuan: no server runs for this environment (it would listen on {path})")
+        return 1
+    warm = status["warm"]
+    print(
+        f"gpuan: server pid {status['pid']} on {path}: up {time.time() - status['started']:.0f} s, "
+        f"{status['served']} commands served, {_running(status['running'])}; warmed in {warm['seconds']:.1f} s "
+        f"({warm['modules']} modules, {warm['signatures']} compiled functions)"
+    )
+    for failure in warm["failed"]:
+        print(f"  not loaded: {failure}")
+    return 0
+
+
+def _running(pids: list[int]) -> str:
+    return f"{len(pids)} running" + (f" (pid {', '.join(map(str, pids))})" if pids else "")
+
+
+def _run(path: str, idle_s: float) -> int:
+    from gpuan.server.client import connect
+    from gpuan.server.serve import serve
+    from gpuan.server.warm import fork_safe, warm
+
+    sock = connect(path)
+    if sock is not None:
+        sock.close()
+        raise UsageError(f"a gpuan server already listens on {path}")
+    warmth = warm()
+    unsafe = fork_safe()
+    if unsafe:
+        raise UsageError(f"the server's warm-up imported {', '.join(unsafe)}; it cannot fork commands safely")
+    print(
+        f"gpuan server: warmed in {warmth.seconds:.1f} s: {warmth.modules} modules, {warmth.functions} numba "
+        f"functions, {warmth.signatures} compiled signatures",
+        file=sys.stderr,
+        flush=True,
+    )
+    serve(path, warmth, idle_s=idle_s, log=sys.stderr)
+    return 0
+
+
+def _ask(path: str, kind: bytes) -> dict | None:
+    """Send the request `kind` (status or quit) to the server at `path`; returns its answer, or None
+    where none listens."""
+    import socket
+
+    from gpuan.server.client import connect
+    from gpuan.server.wire import receive_message
+
+    if not os.path.exists(path):
+        return None
+    sock = connect(path)
+    if sock is None:
+        return None
+    with sock:
+        try:
+            socket.send_fds(sock, [kind], [])
+            return receive_message(sock)
+        except OSError:
+            return None

@@ -1,0 +1,277 @@
+"""``gpuan server``: a command handed to the warm server prints, writes and exits as the same command run
+by itself, with the client's working directory, environment, descriptors and signals; what may not run
+there (MPI processes, ``GPUAN_SERVER=off``, other code or settings) runs by itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuan.server import address, client
+
+TRIAD = "kineto/a100_triton_example.json.gz"  # 2 KB
+ALEXNET = "kineto/a100_alexnet.json.gz"
+GLOO = "kineto/cpu_ddp_gloo_4rank_slow_rank1_step2"
+GENERATOR = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "gen_kineto_trace.py"
+MPIEXEC = shutil.which("mpiexec")
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command: this one's, with the servers' sockets under `runtime`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUAN_", "OMPI_", "PMI_"))}
+    env.update(XDG_RUNTIME_DIR=str(runtime), GPUAN_DEVICE="cpu", COLUMNS="120", TERM="dumb", NO_COLOR="1")
+    env.update(extra)
+    return env
+
+
+def gpuan(*argv: str, env: dict[str, str], cwd: Path | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuan", *argv], capture_output=True, env=env, cwd=cwd, timeout=600, **kw
+    )
+
+
+def served(env: dict[str, str]) -> int:
+    """How many commands the server of `env` has run (``gpuan server status``)."""
+    r = gpuan("server", "status", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return int(re.search(rb"(\d+) commands served", r.stdout).group(1))
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    """A socket directory of the tests' own (short: a socket's path is at most 107 bytes), with one
+    server running in it for the module."""
+    path = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    env = _env(path)
+    r = gpuan("server", "start", "--idle", "10", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert b"server ready" in r.stdout
+    yield path
+    gpuan("server", "stop", env=env)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_command_in_the_server_is_the_command_by_itself(runtime, data_dir):
+    env = _env(runtime)
+    cases = ((TRIAD, ["info"]), (ALEXNET, ["info", "--format", "json"]), (ALEXNET, ["sol", "--gpu", "A100"]))
+    for trace, args in cases:
+        before = served(env)
+        there = gpuan(*args, str(data_dir / trace), env=env)
+        assert served(env) == before + 1  # it did run in the server
+        here = gpuan(*args, str(data_dir / trace), env=_env(runtime, GPUAN_SERVER="off"))
+        assert there.returncode == here.returncode == 0, there.stderr
+        assert there.stdout == here.stdout and there.stdout
+        assert there.stderr == here.stderr
+
+
+def test_relative_paths_and_files_are_the_clients(runtime, data_dir, tmp_path):
+    outputs = {}
+    for way, extra in (("server", {}), ("alone", {"GPUAN_SERVER": "off"})):
+        work = tmp_path / way
+        work.mkdir()
+        shutil.copy(data_dir / ALEXNET, work / "t.json.gz")
+        (work / "out").mkdir()
+        r = gpuan("cycles", "t.json.gz", "-o", "out/cyc", env=_env(runtime, **extra), cwd=work)
+        assert r.returncode == 0, r.stderr
+        outputs[way] = {p.relative_to(work): p.read_bytes() for p in (work / "out").iterdir()}
+    assert outputs["server"] == outputs["alone"] and outputs["server"]
+
+
+def test_bad_input_gets_the_same_one_line_error(runtime, data_dir, tmp_path):
+    truncated = tmp_path / "cut.json.gz"
+    truncated.write_bytes((data_dir / ALEXNET).read_bytes()[:5000])
+    env = _env(runtime)
+    before = served(env)
+    there = gpuan("info", str(truncated), env=env)
+    here = gpuan("info", str(truncated), env=_env(runtime, GPUAN_SERVER="off"))
+    assert served(env) == before + 1
+    assert there.returncode == here.returncode == 2
+    assert there.stderr == here.stderr and there.stderr.count(b"\n") == 1 and str(truncated).encode() in there.stderr
+    assert there.stdout == here.stdout == b""
+
+
+def test_usage_errors_and_help_stay_the_same(runtime):
+    env = _env(runtime)
+    for argv in (["info"], ["streams", "t.json", "--streams", "0"], ["--help"], ["info", "--help"]):
+        there, here = gpuan(*argv, env=env), gpuan(*argv, env=_env(runtime, GPUAN_SERVER="off"))
+        assert (there.returncode, there.stdout, there.stderr) == (here.returncode, here.stdout, here.stderr)
+
+
+def test_ctrl_c_reaches_the_command_and_leaves_no_file(runtime, tmp_path):
+    if not GENERATOR.is_file():
+        pytest.skip(f"the trace generator is not at {GENERATOR} (../shared/tools)")
+    trace = tmp_path / "big.json"
+    subprocess.run([sys.executable, str(GENERATOR), str(trace), "--size-mb", "150"], check=True, timeout=600)
+    env = _env(runtime)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuan", "convert", str(trace), "-o", str(tmp_path / "big.parquet")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while b" 1 running" not in gpuan("server", "status", env=env).stdout:  # the child has the command
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not (tmp_path / "big.parquet").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["big.json"]  # no staging file left either
+
+
+def test_a_child_killed_by_a_signal_ends_its_client_the_same_way(runtime, tmp_path):
+    """What the shell sees of a command that a signal ended (SIGBUS from a file cut under its map, say)."""
+    env = _env(runtime)
+    fifo = tmp_path / "never-written.json"
+    os.mkfifo(fifo)
+    # the command waits in open() for a writer that never comes
+    proc = subprocess.Popen([sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while b" 1 running" not in gpuan("server", "status", env=env).stdout:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    os.kill(_child_pid(env), signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _child_pid(env: dict[str, str]) -> int:
+    """The pid of the only command the server of `env` runs now: its child."""
+    return int(re.search(rb"1 running \(pid (\d+)\)", gpuan("server", "status", env=env).stdout).group(1))
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the test command installs mpich from PyPI)")
+def test_processes_of_an_mpi_launcher_run_by_themselves(runtime, data_dir):
+    env = _env(runtime)
+    before = served(env)
+    run = str(data_dir / GLOO)
+    dealt = subprocess.run(
+        [MPIEXEC, "-n", "2", sys.executable, "-m", "gpuan", "info", run], capture_output=True, env=env, timeout=600
+    )
+    alone = gpuan("info", run, env=_env(runtime, GPUAN_SERVER="off", GPUAN_MPI="0"))
+    assert served(env) == before  # not one of the two processes ran in the server
+    assert dealt.returncode == alone.returncode == 0, dealt.stderr
+    assert dealt.stdout == alone.stdout
+
+
+def test_start_status_stop_and_the_idle_stop(data_dir, tmp_path):
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    try:
+        env = _env(runtime)
+        assert gpuan("server", "status", env=env).returncode == 1
+        assert gpuan("server", "stop", env=env).returncode == 1
+        assert gpuan("server", "start", "--idle", "10", env=env).returncode == 0
+        again = gpuan("server", "start", env=env)
+        assert again.returncode == 0 and b"already runs" in again.stdout
+        stop = gpuan("server", "stop", env=env)
+        assert stop.returncode == 0 and b"server stopped" in stop.stdout
+        assert list((runtime / "gpuan").glob("*.sock")) == []
+        # without a server the command runs by itself
+        assert gpuan("info", str(data_dir / TRIAD), env=env).returncode == 0
+
+        assert gpuan("server", "start", "--idle", "0.02", env=env).returncode == 0  # 1.2 s
+        deadline = time.monotonic() + 60
+        while list((runtime / "gpuan").glob("*.sock")):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert gpuan("server", "status", env=env).returncode == 1
+        assert b"idle for 1.2 s, stopping" in next((runtime / "gpuan").glob("*.log")).read_bytes()
+    finally:
+        gpuan("server", "stop", env=_env(runtime))
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_the_server_of_other_settings_is_not_used(runtime, data_dir):
+    env = _env(runtime)
+    before = served(env)
+    r = gpuan("info", str(data_dir / TRIAD), env=_env(runtime, NUMBA_NUM_THREADS="1"))
+    assert r.returncode == 0
+    assert served(env) == before
+
+
+def test_the_key_follows_code_and_settings(monkeypatch, tmp_path):
+    base = {"PATH": "/bin", "NUMBA_NUM_THREADS": "2", "GPUAN_THREADS": "2"}
+    assert address.key(base) == address.key(dict(base, GPUAN_SERVER="off", HOME="/elsewhere"))
+    assert address.key(base) != address.key(dict(base, NUMBA_NUM_THREADS="1"))
+    assert address.key(base) != address.key(dict(base, GPUAN_THREADS="1"))
+    assert address.key(base) != address.key(dict(base, PYTHONPATH="/x"))
+    package = tmp_path / "gpuan"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(address, "package_dir", lambda: str(package))
+    first = address.key(base)
+    os.utime(package / "a.py", ns=(1, 1))
+    assert address.key(base) != first
+
+
+def test_what_may_run_in_a_server():
+    assert client.wanted(["info", "t.json"], {})
+    assert not client.wanted(["server", "start"], {})
+    assert not client.wanted([], {})
+    assert not client.wanted(["info", "--help"], {})
+    assert not client.wanted(["--version"], {})
+    for off in ("0", "off", "OFF", "no", "false"):
+        assert not client.wanted(["info", "t.json"], {"GPUAN_SERVER": off})
+    assert not client.wanted(["info", "t.json"], {"PMI_RANK": "0"})
+    assert not client.wanted(["info", "t.json"], {"OMPI_COMM_WORLD_SIZE": "2"})
+    assert not client.wanted(["info", "t.json"], {"GPUAN_MPI": "1"})
+    assert client.wanted(["info", "t.json"], {"GPUAN_MPI": "0"})
+
+
+def test_a_socket_nobody_listens_on_is_removed(monkeypatch):
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+        monkeypatch.delenv("GPUAN_SERVER", raising=False)
+        path = address.socket_path()
+        dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        dead.bind(path)
+        dead.close()  # a server killed with SIGKILL leaves this behind
+        assert os.path.exists(path)
+        assert client.delegate(["info", "t.json"]) is None  # the caller runs the command itself
+        assert not os.path.exists(path)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_socket_directory_others_may_enter_is_refused(monkeypatch, tmp_path):
+    shared = tmp_path / "gpuan"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    with pytest.raises(address.AddressError, match="0700"):
+        address.socket_path()
+    monkeypatch.delenv("GPUAN_SERVER", raising=False)
+    assert client.delegate(["info", "t.json"]) is None
+
+
+def test_the_warm_up_loads_code_and_starts_nothing_a_fork_would_lose(data_dir, tmp_path):
+    # a command first, so that numba's cache on disk holds the cycles kernels (a fresh checkout has none)
+    env = _env(tmp_path, GPUAN_SERVER="off")
+    assert gpuan("cycles", str(data_dir / ALEXNET), "-o", str(tmp_path / "c"), env=env).returncode == 0
+    probe = (
+        "import sys, threading\n"
+        "from gpuan.server.warm import warm, fork_safe\n"
+        "w = warm()\n"
+        "d = sys.modules['gpuan.cycles.detect']\n"
+        "loaded = sum(len(f.overloads) for f in vars(d).values() if hasattr(f, 'overloads'))\n"
+        "print(w.functions, w.signatures, len(w.failed), threading.active_count(), loaded, fork_safe())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    functions, signatures, failed, threads, loaded, unsafe = r.stdout.split(maxsplit=5)
+    assert int(functions) > 30 and int(signatures) > 0
+    assert int(loaded) > 0  # loaded, not called: the child finds them in memory
+    assert failed == "0" and threads == "1"
+    assert unsafe.strip() == "[]"

@@ -2,7 +2,7 @@
 
     python bench/startup.py [--out bench/results] [--repeat 7] [--sizes 50k,250k,1M] [--dir DIR]
                             [--no-cold | --only-cold] [--no-profiles] [--peer 'uplifter -i {trace}']
-                            [--baseline DIR [--baseline-name NAME]]
+                            [--baseline DIR [--baseline-name NAME]] [--server]
 
 Every row is a fresh process (``sys.executable -m gpuan ...``, as the console script runs it) timed from
 outside with a wall clock around ``subprocess.run`` (interpreter start, imports, numba's cache load, the
@@ -13,6 +13,12 @@ pays on every run but the first. The **first call** after installing, with an em
 compiles the scanner and the analysis' kernels), is measured too, once per command, with
 ``NUMBA_CACHE_DIR`` pointed at a fresh empty directory (``--no-cold`` skips it: minutes; ``--only-cold``
 measures only it; with ``--baseline`` the baseline's first call follows each, with its own empty cache).
+
+With ``--server``, every whole command is also timed handed to a warm gpuan server (``gpuan server
+start``, its sockets in a directory of the benchmark's own), and on a converted copy of each trace (the
+Parquet cache ``gpuan convert`` writes beside it), by itself and in the server. A server row's CPU time
+is the client's alone (the command runs in the server's child): its wall time is what the user waits.
+Every other row runs with ``GPUAN_SERVER=off``.
 
 Anchors in the same run: a bare interpreter (``python -c pass``), the imports every command's work
 needs (numpy + pyarrow; and numba), and a compiled peer where one is given (``--peer``, a command with
@@ -35,6 +41,7 @@ average before and after (the machine may be shared).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import resource
@@ -46,6 +53,7 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,9 +202,10 @@ class Row:
 def user_env(**extra: str) -> dict[str, str]:
     """Return this environment as a user's shell has it, plus `extra`: without PYTHONDONTWRITEBYTECODE (set
     on some CI and sandbox machines), so that the untimed first run writes gpuan's .pyc files, as
-    ``pip install`` does, and no timed run pays for compiling gpuan's Python modules again (0.2-0.3 s)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, **extra}
+    ``pip install`` does, and no timed run pays for compiling gpuan's Python modules again (0.2-0.3 s);
+    with ``GPUAN_SERVER=off`` unless `extra` says otherwise (no row runs in a server left running)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "GPUAN_SERVER")}
+    return {**env, "GPUAN_SERVER": "off", **extra}
 
 
 def wall(
@@ -216,17 +225,24 @@ def wall(
     return seconds, (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
 
 
-def series(what: str, argv: list[str], repeat: int, code: int = 0, baseline: Path | None = None) -> Row:
-    """Return `repeat` fresh runs of `argv`, after one untimed run (numba's cache filled and on disk). With
-    a `baseline` checkout (``python -m gpuan`` there runs its gpuan), its runs alternate with these, so
-    that both see the same load."""
+def series(
+    what: str,
+    argv: list[str],
+    repeat: int,
+    code: int = 0,
+    baseline: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Row:
+    """Return `repeat` fresh runs of `argv` (in `env`, default :func:`user_env`), after one untimed run
+    (numba's cache filled and on disk). With a `baseline` checkout (``python -m gpuan`` there runs its
+    gpuan), its runs alternate with these, so that both see the same load."""
     other = {"where": baseline, "env": user_env(PYTHONPATH=str(baseline))} if baseline else None
-    wall(argv, code=code)
+    wall(argv, code=code, env=env)
     if other:
         wall(argv, code=code, **other)
     row = Row(what)
     for _ in range(repeat):
-        seconds, cpu = wall(argv, code=code)
+        seconds, cpu = wall(argv, code=code, env=env)
         row.times.append(seconds)
         row.cpu.append(cpu)
         if other:
@@ -287,17 +303,59 @@ def run(args: argparse.Namespace) -> Measured:
         series("gpuan --help", [*gpuan, "--help"], r, baseline=base),
         series("gpuan streams T --streams 0 (usage error)", [*gpuan, "streams", "T", "--streams", "0"], r, code=2),
     ]
-    if SMALL_TRACE.is_file():
-        small = [*gpuan, "info", str(SMALL_TRACE)]
-        startup.append(series(f"gpuan info {SMALL_TRACE.name} (2 KB)", small, r, baseline=base))
-    per_trace = []
-    for t in traces:
-        print(f"{t.label}: {t.path}", flush=True)
-        rows = [series(f"gpuan {c}", [*gpuan, c, str(t.path)], r, baseline=base) for c in COMMANDS]
-        if args.peer:
-            rows.append(series(f"peer: {args.peer}", shlex.split(args.peer.format(trace=t.path)), r))
-        per_trace.append((t.label, rows))
+    with _server(args.server) as server:
+        if SMALL_TRACE.is_file():
+            small = [*gpuan, "info", str(SMALL_TRACE)]
+            startup.append(series(f"gpuan info {SMALL_TRACE.name} (2 KB)", small, r, baseline=base))
+            if server:
+                startup.append(series(f"gpuan info {SMALL_TRACE.name} (2 KB), server", small, r, env=server))
+        per_trace = []
+        for t in traces:
+            print(f"{t.label}: {t.path}", flush=True)
+            rows = [series(f"gpuan {c}", [*gpuan, c, str(t.path)], r, baseline=base) for c in COMMANDS]
+            if server:
+                converted = _converted(t.path)
+                for c in COMMANDS:
+                    rows.append(series(f"gpuan {c}, server", [*gpuan, c, str(t.path)], r, env=server))
+                    rows.append(series(f"gpuan {c}, converted", [*gpuan, c, str(converted)], r))
+                    rows.append(series(f"gpuan {c}, converted, server", [*gpuan, c, str(converted)], r, env=server))
+            if args.peer:
+                rows.append(series(f"peer: {args.peer}", shlex.split(args.peer.format(trace=t.path)), r))
+            per_trace.append((t.label, rows))
     return Measured(startup, per_trace, _cold_rows(traces, base) if args.cold else [], traces)
+
+
+@contextlib.contextmanager
+def _server(wanted: bool) -> Iterator[dict[str, str] | None]:
+    """Yield the environment of commands that run in a warm gpuan server started for the benchmark (its
+    socket in a directory of its own), stopped at the end; None where not `wanted`."""
+    if not wanted:
+        yield None
+        return
+    runtime = tempfile.mkdtemp(prefix="gpuan-bench-server-", dir="/tmp")
+    env = user_env(XDG_RUNTIME_DIR=runtime, GPUAN_SERVER="on")
+    gpuan = [sys.executable, "-m", "gpuan"]
+    r = subprocess.run([*gpuan, "server", "start", "--idle", "60"], env=env, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"gpuan server start failed: {r.stderr}")
+    print(f"  {r.stdout.strip()}", flush=True)
+    try:
+        yield env
+    finally:
+        subprocess.run([*gpuan, "server", "stop"], env=env, capture_output=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _converted(trace: Path) -> Path:
+    """Return a copy of `trace` in a ``converted`` directory beside it with a fresh Parquet cache (``gpuan
+    convert``), made once."""
+    copy = trace.parent / "converted" / trace.name
+    copy.parent.mkdir(exist_ok=True)
+    if not copy.exists() or copy.stat().st_size != trace.stat().st_size:
+        shutil.copyfile(trace, copy)
+    subprocess.run([sys.executable, "-m", "gpuan", "convert", str(copy)], env=user_env(), check=True,
+                   capture_output=True)  # fmt: skip
+    return copy
 
 
 def _cold_rows(traces: list[TraceFile], baseline: Path | None) -> list[Row]:
@@ -366,6 +424,11 @@ def report(m: Measured, args: argparse.Namespace, load: tuple[tuple[float, ...],
         for r in rows:
             vs_peer = f"{r.median / peer_row.median:.2f}" if peer_row else "–"
             lines.append("| " + " | ".join([label, r.what, *_cells(r, bare), vs_peer]) + " |")
+    if args.server:
+        lines += ["", "Rows with *server*: the command handed to a warm `gpuan server` (started once for the run); "
+                  "their CPU s is the client's alone, the command's own runs in the server's child. Rows with "
+                  "*converted*: the same trace copied beside with its Parquet cache (`gpuan convert`), which "
+                  "every command reads instead of the JSON."]  # fmt: skip
     if not args.peer and m.per_trace:
         which = shutil.which("uplifter")
         lines += ["", f"No compiled peer measured (`which uplifter`: {which or 'not installed'}; no Go toolchain "
@@ -399,6 +462,10 @@ def main() -> None:
     p.add_argument("--peer", default=None, help="a compiled peer's command, {trace} for the trace")
     p.add_argument("--baseline", default=None, help="another gpuan checkout to time alternately (before/after)")
     p.add_argument("--baseline-name", default=None, help="what the baseline is (default: its git commit)")
+    p.add_argument(
+        "--server", action="store_true",
+        help="also time the commands in a warm gpuan server and on converted traces (their Parquet cache)",
+    )  # fmt: skip
     args = p.parse_args()
     before = os.getloadavg()
     measured = run(args)

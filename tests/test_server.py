@@ -44,7 +44,7 @@ def served(env: dict[str, str]) -> int:
     """How many commands the server of `env` has run (``gpuan server status``)."""
     r = gpuan("server", "status", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    return int(re.search(rb"(\d+) commands served", r.stdout).group(1))
+    return int(re.search(rb"(\d+) commands? served", r.stdout).group(1))
 
 
 @pytest.fixture(scope="module")
@@ -262,16 +262,18 @@ def test_the_warm_up_loads_code_and_starts_nothing_a_fork_would_lose(data_dir, t
     assert gpuan("cycles", str(data_dir / ALEXNET), "-o", str(tmp_path / "c"), env=env).returncode == 0
     probe = (
         "import sys, threading\n"
-        "from gpuan.server.warm import warm, fork_safe\n"
+        "from gpuan.server.warm import warm, fork_safe, load_cached\n"
         "w = warm()\n"
         "d = sys.modules['gpuan.cycles.detect']\n"
         "loaded = sum(len(f.overloads) for f in vars(d).values() if hasattr(f, 'overloads'))\n"
-        "print(w.functions, w.signatures, len(w.failed), threading.active_count(), loaded, fork_safe())\n"
+        "again = load_cached()[1]\n"
+        "print(w.functions, w.signatures, len(w.failed), threading.active_count(), loaded, again, fork_safe())\n"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
-    functions, signatures, failed, threads, loaded, unsafe = r.stdout.split(maxsplit=5)
+    functions, signatures, failed, threads, loaded, again, unsafe = r.stdout.split(maxsplit=6)
     assert int(functions) > 30 and int(signatures) > 0
     assert int(loaded) > 0  # loaded, not called: the child finds them in memory
+    assert again == "0"  # what the server loads again after each command: only what is new
     assert failed == "0" and threads == "1"
     assert unsafe.strip() == "[]"

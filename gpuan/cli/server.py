@@ -95,7 +95,7 @@ def _stop(path: str, idle_s: float) -> int:
     if status is None:
         print("gpuan: no server runs for this environment")
         return 1
-    print(f"gpuan: server stopped (pid {status['pid']}, {status['served']} commands served)")
+    print(f"gpuan: server stopped (pid {status['pid']}, {_commands(status['served'])} served)")
     return 0
 
 
@@ -107,12 +107,16 @@ def _status(path: str, idle_s: float) -> int:
     warm = status["warm"]
     print(
         f"gpuan: server pid {status['pid']} on {path}: up {time.time() - status['started']:.0f} s, "
-        f"{status['served']} commands served, {_running(status['running'])}; warmed in {warm['seconds']:.1f} s "
-        f"({warm['modules']} modules, {warm['signatures']} compiled functions)"
+        f"{_commands(status['served'])} served, {_running(status['running'])}; warmed in {warm['seconds']:.1f} s "
+        f"({warm['modules']} modules, {warm['signatures']} compiled functions; {status['loaded']} now)"
     )
     for failure in warm["failed"]:
         print(f"  not loaded: {failure}")
     return 0
+
+
+def _commands(n: int) -> str:
+    return f"{n} command" + ("" if n == 1 else "s")
 
 
 def _running(pids: list[int]) -> str:

@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import asdict
 
-from gpuan.server.warm import Warmth
+from gpuan.server.warm import Warmth, load_cached, loaded
 from gpuan.server.wire import WORD, receive_message, send_message
 
 #: how long a client may take to send its request, once connected
@@ -61,7 +61,8 @@ def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr) -> None:
                         stop.append("quit")
                 else:
                     _drain(wake_r)
-            _reap(children)
+            if _reap(children) and not children:
+                load_cached()  # what the children compiled, for the next ones
             if children or ready:
                 last = time.monotonic()
             elif time.monotonic() >= last + idle_s:
@@ -122,6 +123,7 @@ def _status(warmth: Warmth, started: float, served: int, path: str, running: lis
         "started": started,
         "served": served,
         "running": running,
+        "loaded": loaded(),
         "warm": asdict(warmth),
     }
 
@@ -132,16 +134,19 @@ def _same_user(conn: socket.socket) -> bool:
     return struct.unpack("3i", creds)[1] == os.getuid()
 
 
-def _reap(children: dict[int, socket.socket]) -> None:
-    """Tell the client of every child that has ended how it ended."""
+def _reap(children: dict[int, socket.socket]) -> int:
+    """Tell the client of every child that has ended how it ended; returns how many ended."""
+    ended = 0
     while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
+            break
         _report(children.pop(pid, None), status)
+        ended += 1
+    return ended
 
 
 def _wait_one(children: dict[int, socket.socket]) -> None:

@@ -74,14 +74,33 @@ def warm() -> Warmth:
             importlib.import_module(name)
         except ImportError as e:
             failed.append(f"{name}: {e}")
+    functions, signatures = load_cached()
+    modules = sum(1 for name in sys.modules if name == "gpuan" or name.startswith("gpuan."))
+    return Warmth(modules, functions, signatures, time.perf_counter() - start, tuple(failed))
+
+
+def load_cached() -> tuple[int, int]:
+    """Load every signature that numba's cache on disk holds, and this process has not loaded, of the
+    cached functions of the gpuan modules imported; returns how many functions there are and how many
+    signatures were loaded. The server calls it again after its children end: what a child compiled
+    (a trace of new types, a first run after an install) is then loaded in the server too."""
     functions = signatures = 0
     for name, module in list(sys.modules.items()):
         if name.startswith("gpuan.") and module is not None:
             for dispatcher in _cached_functions(module):
                 functions += 1
                 signatures += _load_cached(dispatcher)
-    modules = sum(1 for name in sys.modules if name == "gpuan" or name.startswith("gpuan."))
-    return Warmth(modules, functions, signatures, time.perf_counter() - start, tuple(failed))
+    return functions, signatures
+
+
+def loaded() -> int:
+    """Return how many compiled signatures of gpuan's cached functions this process holds."""
+    return sum(
+        len(dispatcher.overloads)
+        for name, module in list(sys.modules.items())
+        if name.startswith("gpuan.") and module is not None
+        for dispatcher in _cached_functions(module)
+    )
 
 
 def _skipped(name: str) -> bool:

@@ -35,9 +35,8 @@ def _env(runtime: Path, **extra: str) -> dict[str, str]:
 
 
 def gpuan(*argv: str, env: dict[str, str], cwd: Path | None = None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuan", *argv], capture_output=True, env=env, cwd=cwd, timeout=600, **kw
-    )
+    kw.setdefault("capture_output", True)
+    return subprocess.run([sys.executable, "-m", "gpuan", *argv], env=env, cwd=cwd, timeout=600, **kw)
 
 
 def served(env: dict[str, str]) -> int:
@@ -85,6 +84,35 @@ def test_relative_paths_and_files_are_the_clients(runtime, data_dir, tmp_path):
         assert r.returncode == 0, r.stderr
         outputs[way] = {p.relative_to(work): p.read_bytes() for p in (work / "out").iterdir()}
     assert outputs["server"] == outputs["alone"] and outputs["server"]
+
+
+@pytest.mark.parametrize("unbuffered", ["1", None])
+def test_stdout_and_stderr_into_one_file_keep_their_order(runtime, data_dir, tmp_path, unbuffered):
+    """``> log 2>&1``: the report (stdout, buffered as Python buffers it, or not with ``python -u``) and the
+    announcements of the files written (stderr) in the same order as by itself."""
+    base = _env(runtime)
+    base.pop("PYTHONUNBUFFERED", None)
+    env = dict(base, PYTHONUNBUFFERED=unbuffered) if unbuffered else base
+    started = gpuan("server", "start", "--idle", "5", env=env)  # a server of these settings, if not the module's
+    assert started.returncode == 0, started.stderr
+    before = served(env)
+    try:
+        merged = {}
+        for way, extra in (("server", {}), ("alone", {"GPUAN_SERVER": "off"})):
+            work = tmp_path / way
+            work.mkdir()
+            with open(work / "log", "wb") as log:
+                r = gpuan(
+                    "cycles", str(data_dir / ALEXNET), "-o", "cyc", env=dict(env, **extra), cwd=work, stdout=log,
+                    stderr=subprocess.STDOUT, capture_output=False,
+                )  # fmt: skip
+            assert r.returncode == 0
+            merged[way] = (work / "log").read_bytes()
+        assert merged["server"] == merged["alone"] and b"gpuan: wrote cyc" in merged["server"]
+        assert served(env) == before + 1
+    finally:
+        if b"server ready" in started.stdout:
+            gpuan("server", "stop", env=env)
 
 
 def test_bad_input_gets_the_same_one_line_error(runtime, data_dir, tmp_path):

@@ -78,7 +78,11 @@ def delegate(argv: list[str]) -> int | None:
             "cwd": os.getcwd(),
             "umask": _umask(),
             "env": dict(os.environ),
-            "encoding": getattr(sys.stdout, "encoding", None),
+            "unbuffered": bool(getattr(sys.stdout, "write_through", False)),  # python -u, PYTHONUNBUFFERED
+            "text": {
+                name: [getattr(stream, "encoding", None), getattr(stream, "errors", None)]
+                for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout), ("stderr", sys.stderr))
+            },
         }
         try:
             socket.send_fds(sock, [b"R"], fds)

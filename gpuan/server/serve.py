@@ -182,7 +182,7 @@ def _child(conn: socket.socket, fds: list[int], request: dict, inherited: tuple)
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
             _close(fd)
-        sys.stdin, sys.stdout, sys.stderr = _streams(request.get("encoding") or "utf-8")
+        sys.stdin, sys.stdout, sys.stderr = _streams(request.get("text") or {}, bool(request.get("unbuffered")))
         os.chdir(request["cwd"])
         os.umask(request["umask"])
         os.environ.clear()
@@ -223,20 +223,27 @@ def _run(argv: list[str]) -> int:
         return 1
 
 
-def _streams(encoding: str):
-    """Return text streams on descriptors 0, 1 and 2 as Python makes them at start: line-buffered where
-    a terminal reads them, stderr always line-buffered with backslash escapes."""
-    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=encoding)
-    stdout = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding=encoding, line_buffering=os.isatty(1)
-    )
-    stderr = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-        encoding=encoding,
-        errors="backslashreplace",
-        line_buffering=True,
-    )
-    return stdin, stdout, stderr
+def _streams(text: dict[str, list[str | None]], unbuffered: bool):
+    """Return text streams on descriptors 0, 1 and 2 as Python makes them at its start, with the client's
+    encodings and error handlers (`text`: name -> [encoding, errors]): buffered as Python buffers a file
+    (its block size), line by line where a terminal reads, stderr always line by line; stdout and stderr
+    written through where the client's Python was unbuffered (``-u``, ``PYTHONUNBUFFERED``)."""
+    streams = []
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        encoding, errors = (text.get(name) or [None, None])[:2]
+        through = unbuffered and fd > 0
+        binary = open(fd, "rb" if fd == 0 else "wb", buffering=0 if through else -1, closefd=False)
+        streams.append(
+            io.TextIOWrapper(
+                binary,
+                encoding=encoding or "utf-8",
+                errors=errors or ("backslashreplace" if fd == 2 else "strict"),
+                newline=None if fd == 0 else "\n",
+                line_buffering=fd == 2 or (fd == 1 and os.isatty(1)),
+                write_through=through,
+            )
+        )
+    return streams
 
 
 def _drain(fd: int) -> None:

@@ -80,8 +80,10 @@ def test_relative_paths_and_files_are_the_clients(runtime, data_dir, tmp_path):
         work.mkdir()
         shutil.copy(data_dir / ALEXNET, work / "t.json.gz")
         (work / "out").mkdir()
+        before = served(_env(runtime))
         r = gpuan("cycles", "t.json.gz", "-o", "out/cyc", env=_env(runtime, **extra), cwd=work)
         assert r.returncode == 0, r.stderr
+        assert served(_env(runtime)) == before + (way == "server")
         outputs[way] = {p.relative_to(work): p.read_bytes() for p in (work / "out").iterdir()}
     assert outputs["server"] == outputs["alone"] and outputs["server"]
 
@@ -131,8 +133,10 @@ def test_bad_input_gets_the_same_one_line_error(runtime, data_dir, tmp_path):
 def test_usage_errors_and_help_stay_the_same(runtime):
     env = _env(runtime)
     for argv in (["info"], ["streams", "t.json", "--streams", "0"], ["--help"], ["info", "--help"]):
+        before = served(env)
         there, here = gpuan(*argv, env=env), gpuan(*argv, env=_env(runtime, GPUAN_SERVER="off"))
         assert (there.returncode, there.stdout, there.stderr) == (here.returncode, here.stdout, here.stderr)
+        assert served(env) == before + ("--help" not in argv)  # help is answered by the client itself
 
 
 def test_ctrl_c_reaches_the_command_and_leaves_no_file(runtime, tmp_path):
@@ -165,10 +169,7 @@ def test_a_child_killed_by_a_signal_ends_its_client_the_same_way(runtime, tmp_pa
     os.mkfifo(fifo)
     # the command waits in open() for a writer that never comes
     proc = subprocess.Popen([sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while b" 1 running" not in gpuan("server", "status", env=env).stdout:
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    _wait_running(env, proc)
     os.kill(_child_pid(env), signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
@@ -255,9 +256,12 @@ def test_what_may_run_in_a_server():
     assert not client.wanted(["info", "t.json"], {"OMPI_COMM_WORLD_SIZE": "2"})
     assert not client.wanted(["info", "t.json"], {"GPUAN_MPI": "1"})
     assert client.wanted(["info", "t.json"], {"GPUAN_MPI": "0"})
+    assert not client.wanted(["--device", "cpu", "server", "status"], {})
+    assert not client.wanted(["info", "/dev/fd/3"], {})  # this process's descriptor, not the child's
+    assert not client.wanted(["info", "/proc/self/fd/3"], {})
 
 
-def test_a_socket_nobody_listens_on_is_removed(monkeypatch):
+def test_a_socket_nobody_listens_on_is_passed_by_and_replaced(monkeypatch):
     runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
     try:
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
@@ -266,10 +270,12 @@ def test_a_socket_nobody_listens_on_is_removed(monkeypatch):
         dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         dead.bind(path)
         dead.close()  # a server killed with SIGKILL leaves this behind
-        assert os.path.exists(path)
         assert client.delegate(["info", "t.json"]) is None  # the caller runs the command itself
-        assert not os.path.exists(path)
+        env = _env(runtime)
+        assert gpuan("server", "start", "--idle", "5", env=env).returncode == 0  # the next server takes its place
+        assert served(env) == 0
     finally:
+        gpuan("server", "stop", env=_env(runtime))
         shutil.rmtree(runtime, ignore_errors=True)
 
 
@@ -289,19 +295,121 @@ def test_the_warm_up_loads_code_and_starts_nothing_a_fork_would_lose(data_dir, t
     env = _env(tmp_path, GPUAN_SERVER="off")
     assert gpuan("cycles", str(data_dir / ALEXNET), "-o", str(tmp_path / "c"), env=env).returncode == 0
     probe = (
-        "import sys, threading\n"
+        "import os, sys\n"
         "from gpuan.server.warm import warm, fork_safe, load_cached\n"
         "w = warm()\n"
         "d = sys.modules['gpuan.cycles.detect']\n"
         "loaded = sum(len(f.overloads) for f in vars(d).values() if hasattr(f, 'overloads'))\n"
         "again = load_cached()[1]\n"
-        "print(w.functions, w.signatures, len(w.failed), threading.active_count(), loaded, again, fork_safe())\n"
+        "tasks = len(os.listdir('/proc/self/task'))\n"
+        "print(w.functions, w.signatures, len(w.failed), tasks, loaded, again, fork_safe())\n"
     )
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
-    functions, signatures, failed, threads, loaded, again, unsafe = r.stdout.split(maxsplit=6)
+    functions, signatures, failed, tasks, loaded, again, unsafe = r.stdout.split(maxsplit=6)
+    # the threads of a process that imports numpy (OpenBLAS) and pyarrow (jemalloc), no more
+    libraries = "import os, numpy, pyarrow; print(len(os.listdir('/proc/self/task')))"
+    baseline = subprocess.run([sys.executable, "-c", libraries], capture_output=True, text=True, env=env)
     assert int(functions) > 30 and int(signatures) > 0
     assert int(loaded) > 0  # loaded, not called: the child finds them in memory
     assert again == "0"  # what the server loads again after each command: only what is new
-    assert failed == "0" and threads == "1"
+    assert failed == "0" and tasks == baseline.stdout.strip()
     assert unsafe.strip() == "[]"
+
+
+def test_closed_stdout_gets_no_socket_in_its_place(runtime, data_dir, tmp_path):
+    """``>&-``: the client's connection must not take descriptor 1 and stand in as the command's stdout
+    (900 KB of JSON would fill it and hang)."""
+    env = _env(runtime)
+    before = served(env)
+    trace = str(data_dir / "kineto/v100_pt19_resnet50_worker0.json.gz")
+    for way, extra in (("server", {}), ("alone", {"GPUAN_SERVER": "off"})):
+        r = gpuan(
+            "cycles", "--format", "json", "-o", str(tmp_path / way), trace, env=dict(env, **extra),
+            capture_output=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1),
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    assert served(env) == before + 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
+def test_a_signal_the_shell_ignores_stays_ignored(runtime, tmp_path, signum):
+    """``nohup gpuan ...`` (SIGHUP ignored), a script's background job (SIGINT ignored): the command in the
+    server ignores it too, as it would by itself."""
+    env = _env(runtime)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN),
+    )  # fmt: skip
+    _wait_running(env, proc)
+    proc.send_signal(signum)
+    time.sleep(0.5)
+    assert proc.poll() is None  # still waiting for the trace
+    with open(fifo, "wb"):  # the command's open() returns: a pipe is no trace file
+        pass
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and b"not a regular file" in err
+
+
+def test_a_killed_client_ends_its_command(runtime, tmp_path):
+    env = _env(runtime)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE)
+    _wait_running(env, proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while b" 0 running" not in gpuan("server", "status", env=env).stdout:  # SIGTERM ended it
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_a_stopped_server_is_waited_for_then_passed_by_and_never_runs_the_command(data_dir, tmp_path):
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    env = _env(runtime)
+    try:
+        assert gpuan("server", "start", "--idle", "5", env=env).returncode == 0
+        pid = int(re.search(rb"server pid (\d+)", gpuan("server", "status", env=env).stdout).group(1))
+        os.kill(pid, signal.SIGSTOP)
+        out = tmp_path / "t.parquet"
+        try:
+            start = time.monotonic()
+            r = gpuan("convert", str(data_dir / TRIAD), "-o", str(out), env=env)
+            assert r.returncode == 0 and out.exists()  # run by the client itself, after its wait
+            assert client.CONNECT_S <= time.monotonic() - start < client.CONNECT_S + 60
+            out.unlink()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while b" 0 running" not in gpuan("server", "status", env=env).stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(1)
+        assert not out.exists()  # its child never got the go-ahead
+    finally:
+        gpuan("server", "stop", env=env)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_request_the_child_cannot_take_is_answered_before_it_starts(runtime):
+    """The child ends before the command starts (here: a request without arguments): the server's exit
+    word comes first, and a client then runs the command itself."""
+    from gpuan.server import wire
+    from gpuan.server.serve import NOT_RUN
+
+    with client.connect(str(next((runtime / "gpuan").glob("*.sock")))) as sock:
+        sock.sendall(b"R")
+        wire.send_message(sock, {"env": {}})
+        assert wire.receive_tagged(sock) == (wire.EXIT, NOT_RUN)
+
+
+def _wait_running(env: dict[str, str], proc: subprocess.Popen) -> None:
+    """Wait until the server of `env` runs one command for the client `proc`."""
+    deadline = time.monotonic() + 60
+    while b" 1 running" not in gpuan("server", "status", env=env).stdout:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.3)  # "running" counts from the fork; the client sends its go-ahead a moment later

@@ -16,6 +16,10 @@ from gpuan.errors import UsageError
 DEFAULT_IDLE_S = 1800.0
 #: how long ``start`` waits for a new server to be ready (a first warm-up may compile numba's code)
 _READY_S = 600.0
+#: how long status and stop wait for the server's answer (one stopped with SIGSTOP never answers)
+_ASK_S = 5.0
+#: ``server run``'s exit code where another server holds this environment's socket
+EXIT_LOCKED = 3
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +87,8 @@ def _start(path: str, idle_s: float) -> int:
                 f"(log: {log})"
             )
             return 0
-        if child.poll() is not None:
+        # another start's server holds the lock: wait for it to be ready
+        if child.poll() is not None and child.returncode != EXIT_LOCKED:
             raise UsageError(f"the gpuan server stopped as it started (exit code {child.returncode}); see {log}")
         time.sleep(0.05)
     child.terminate()
@@ -95,7 +100,11 @@ def _stop(path: str, idle_s: float) -> int:
     if status is None:
         print("gpuan: no server runs for this environment")
         return 1
-    print(f"gpuan: server stopped (pid {status['pid']}, {_commands(status['served'])} served)")
+    deadline = time.monotonic() + 10
+    while os.path.exists(path) and time.monotonic() < deadline:  # it removes its socket as it stops
+        time.sleep(0.02)
+    running = f"; {_running(status['running'])} to finish" if status["running"] else ""
+    print(f"gpuan: server stopped (pid {status['pid']}, {_commands(status['served'])} served{running})")
     return 0
 
 
@@ -124,25 +133,33 @@ def _running(pids: list[int]) -> str:
 
 
 def _run(path: str, idle_s: float) -> int:
-    from gpuan.server.client import connect
+    import fcntl
+
     from gpuan.server.serve import serve
     from gpuan.server.warm import fork_safe, warm
 
-    sock = connect(path)
-    if sock is not None:
-        sock.close()
-        raise UsageError(f"a gpuan server already listens on {path}")
-    warmth = warm()
-    unsafe = fork_safe()
-    if unsafe:
-        raise UsageError(f"the server's warm-up imported {', '.join(unsafe)}; it cannot fork commands safely")
-    print(
-        f"gpuan server: warmed in {warmth.seconds:.1f} s: {warmth.modules} modules, {warmth.functions} numba "
-        f"functions, {warmth.signatures} compiled signatures",
-        file=sys.stderr,
-        flush=True,
-    )
-    serve(path, warmth, idle_s=idle_s, log=sys.stderr)
+    # one server per socket: the lock is held as long as it serves (a socket left by a killed server is
+    # then replaced, never one that answers)
+    lock = open(path[: -len(".sock")] + ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        print(f"gpuan: a gpuan server for this environment runs or starts already ({path})", file=sys.stderr)
+        return EXIT_LOCKED
+    with lock:
+        warmth = warm()
+        unsafe = fork_safe()
+        if unsafe:
+            raise UsageError(f"the server's warm-up imported {', '.join(unsafe)}; it cannot fork commands safely")
+        print(
+            f"gpuan server: warmed in {warmth.seconds:.1f} s: {warmth.modules} modules, {warmth.functions} numba "
+            f"functions, {warmth.signatures} compiled signatures",
+            file=sys.stderr,
+            flush=True,
+        )
+        os.chdir("/")  # holds no directory of the user's (a command takes its client's)
+        serve(path, warmth, idle_s=idle_s, log=sys.stderr, keep=(lock,))
     return 0
 
 
@@ -156,7 +173,7 @@ def _ask(path: str, kind: bytes) -> dict | None:
 
     if not os.path.exists(path):
         return None
-    sock = connect(path)
+    sock = connect(path, timeout=_ASK_S)
     if sock is None:
         return None
     with sock:

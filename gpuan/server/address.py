@@ -12,14 +12,19 @@ import os
 import stat
 import sys
 
-#: environment variables read when modules are imported (numba's config, thread pools, Python's own) or
-#: by gpuan: a server serves only the commands whose values are its own
-_SETTINGS = ("GPUAN_", "NUMBA_", "PYTHON", "CUDA_", "OMP_", "MKL_", "OPENBLAS_", "ARROW_", "LD_")
+#: environment variables read when modules are imported (numba's config, thread pools, Python's own,
+#: the locale and time zone) or by gpuan: a server serves only the commands whose values are its own
+_SETTINGS = (
+    "GPUAN_", "NUMBA_", "PYTHON", "CUDA_", "OMP_", "MKL_", "OPENBLAS_", "ARROW_", "LD_", "LANG", "LC_", "TZ",
+)  # fmt: skip
 #: variables that say whether to use the server, not how a command runs
 _NOT_SETTINGS = ("GPUAN_SERVER",)
 #: the libraries a command runs: where each is installed is part of the key, and so is when that
 #: directory last changed (an install, an upgrade or a removal there changes it)
-_LIBRARIES = ("numpy", "pyarrow", "pandas", "numba", "llvmlite")
+_LIBRARIES = (
+    "numpy", "pyarrow", "pandas", "numba", "llvmlite", "isal", "rich", "xlsxwriter", "plotly", "gguf", "msgspec",
+    "cupy", "mpi4py",
+)  # fmt: skip
 
 
 class AddressError(OSError):
@@ -43,11 +48,15 @@ def runtime_dir() -> str:
 
 
 def key(environ: dict[str, str] | os._Environ = os.environ) -> str:
-    """Return 16 hex digits that name the code and settings a command runs with: the interpreter, the
-    gpuan package's source files (paths, sizes and modification times), where its libraries are
-    installed and when those directories last changed, and the import-time settings in `environ`."""
+    """Return 16 hex digits that name the code and settings a command runs with: the interpreter (its
+    prefix and flags), the gpuan package's source files (paths, sizes and modification times), where its
+    libraries are installed and when those directories last changed, the process's settings that a
+    child would otherwise take from the server (CPUs, groups, limits, priority, cgroup, mount namespace)
+    and the import-time settings in `environ`."""
     h = hashlib.sha256()
-    h.update(f"{os.getuid()}\0{os.path.realpath(sys.executable)}\0{sys.version}\0".encode())
+    h.update(f"{os.getuid()}\0{os.path.realpath(sys.executable)}\0{sys.version}\0{sys.prefix}\0".encode())
+    h.update(f"{sys.flags}\0{sys.warnoptions}\0{sys._xoptions}\0".encode())
+    h.update(_process_settings().encode())
     package = package_dir()
     for top, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -63,6 +72,32 @@ def key(environ: dict[str, str] | os._Environ = os.environ) -> str:
         if name.startswith(_SETTINGS) and name not in _NOT_SETTINGS:
             h.update(f"{name}={environ[name]}\0".encode())
     return h.hexdigest()[:16]
+
+
+def _process_settings() -> str:
+    """Return what a process inherits that a forked child would take from the server instead of the
+    client: CPU affinity (gpuan's and numba's thread counts follow it), groups, resource limits, niceness,
+    cgroup (a batch job's CPUs and memory) and mount namespace (what paths mean)."""
+    import resource
+
+    parts = [
+        sorted(os.sched_getaffinity(0)),
+        sorted(os.getgroups()),
+        [resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_DATA, resource.RLIMIT_NOFILE,
+                                          resource.RLIMIT_STACK, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE)],
+        os.getpriority(os.PRIO_PROCESS, 0),
+    ]  # fmt: skip
+    for proc in ("/proc/self/cgroup",):
+        try:
+            with open(proc) as f:
+                parts.append(f.read())
+        except OSError:
+            parts.append("-")
+    try:
+        parts.append(os.stat("/proc/self/ns/mnt").st_ino)
+    except OSError:
+        parts.append("-")
+    return repr(parts)
 
 
 def package_dir() -> str:

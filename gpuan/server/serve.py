@@ -12,21 +12,29 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict
 
-from gpuan.server.warm import Warmth, load_cached, loaded
-from gpuan.server.wire import WORD, receive_message, send_message
+from gpuan.server.warm import Warmth, fork_safe, load_cached, loaded
+from gpuan.server.wire import EXIT, GO, PID, receive_message, send_message, send_tagged
 
-#: how long a client may take to send its request, once connected
+#: how long the server waits for a connected client's first byte: the client sends it at once, and the
+#: server serves no one else meanwhile
+_KIND_S = 1.0
+#: how long a child waits for the request, then for the client's go-ahead
 _REQUEST_S = 10.0
+#: a child's exit code where it ended before running the command (the client runs it itself)
+NOT_RUN = 125
 
 
-def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr) -> None:
+def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr, keep: tuple = ()) -> None:
     """Listen on the Unix socket `path` and run the commands sent to it, each in a forked child, until
     no command has run for `idle_s` seconds or a quit request or SIGTERM comes; removes the socket when
-    it stops. The socket appears at `path` only once it accepts (it is bound aside and renamed)."""
+    it stops. The caller holds the lock of `path` (no other server binds it): a socket left there by a
+    server that was killed is replaced. The socket appears at `path` only once it accepts (it is bound
+    aside and renamed). `keep`: open files of the server's own that children must not hold (its lock)."""
     started = time.time()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     aside = f"{path}.{os.getpid()}"
@@ -48,24 +56,37 @@ def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr) -> None:
     selector.register(wake_r, selectors.EVENT_READ)
     children: dict[int, socket.socket] = {}
     served, last = 0, time.monotonic()
+
+    def inherited() -> list:
+        """What a child closes: the server's sockets, pipe, selector and lock, the other clients' connections."""
+        return [listener, selector, wake_r, wake_w, *keep, *children.values()]
+
+    def status() -> dict:
+        return _status(warmth, started, served, path, children)
+
     print(f"gpuan server: pid {os.getpid()} listening on {path}", file=log, flush=True)
     try:
         while not stop:
             wait = None if children else max(0.0, last + idle_s - time.monotonic())
-            ready = selector.select(wait)
-            for selected, _ in ready:
+            for selected, _ in selector.select(wait):
                 if selected.fileobj is listener:
-                    kind = _accept(listener, children, warmth, started, served, path, log, (listener, wake_r, wake_w))
-                    served += kind == "run"
-                    if kind == "quit":
+                    kind = _accept(listener, children, inherited, status)
+                    if kind == "run":
+                        served += 1
+                        last = time.monotonic()
+                    elif kind == "quit":
                         stop.append("quit")
                 else:
                     _drain(wake_r)
-            if _reap(children) and not children:
-                load_cached()  # what the children compiled, for the next ones
-            if children or ready:
+            if _reap(children):
                 last = time.monotonic()
-            elif time.monotonic() >= last + idle_s:
+                if not children:
+                    load_cached()  # what the children compiled, for the next ones
+                    unsafe = fork_safe()
+                    if unsafe:
+                        print(f"gpuan server: {', '.join(unsafe)} in the server; stopping", file=log, flush=True)
+                        break
+            if not children and time.monotonic() >= last + idle_s:
                 print(f"gpuan server: idle for {idle_s:g} s, stopping", file=log, flush=True)
                 break
     finally:
@@ -77,52 +98,42 @@ def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr) -> None:
         print(f"gpuan server: stopped after {served} commands", file=log, flush=True)
 
 
-def _accept(listener, children, warmth, started, served, path, log, inherited) -> str:
+def _accept(listener, children, inherited, status) -> str:
     """Take one request from `listener`; returns its kind ("run", "status", "quit" or "bad")."""
     try:
         conn, _ = listener.accept()
     except (BlockingIOError, InterruptedError):
         return "bad"
-    fds: list[int] = []
     try:
-        conn.settimeout(_REQUEST_S)
+        conn.settimeout(_KIND_S)
         if not _same_user(conn):
             return "bad"
-        kind, fds, _, _ = socket.recv_fds(conn, 1, 3)
-        if kind == b"R" and len(fds) == 3:
-            request = receive_message(conn)
-            if request is None:
-                return "bad"
+        kind = conn.recv(1)
+        if kind == b"R":
             pid = os.fork()
             if pid == 0:
-                _child(conn, fds, request, inherited)  # never returns
+                _child(conn, inherited())  # never returns
             children[pid] = conn
             conn = None
             return "run"
-        if kind == b"S":
-            send_message(conn, _status(warmth, started, served, path, sorted(children)))
-            return "status"
-        if kind == b"Q":
-            send_message(conn, _status(warmth, started, served, path, sorted(children)))
-            return "quit"
+        if kind in (b"S", b"Q"):
+            send_message(conn, status())
+            return "status" if kind == b"S" else "quit"
         return "bad"
-    except (OSError, ValueError) as e:
-        print(f"gpuan server: a request failed: {e}", file=log, flush=True)
+    except (OSError, ValueError):
         return "bad"
     finally:
-        for fd in fds:  # the child has its own copies
-            _close(fd)
         if conn is not None:
             conn.close()
 
 
-def _status(warmth: Warmth, started: float, served: int, path: str, running: list[int]) -> dict:
+def _status(warmth: Warmth, started: float, served: int, path: str, children: dict) -> dict:
     return {
         "pid": os.getpid(),
         "socket": path,
         "started": started,
         "served": served,
-        "running": running,
+        "running": sorted(children),
         "loaded": loaded(),
         "warm": asdict(warmth),
     }
@@ -162,16 +173,17 @@ def _report(conn: socket.socket | None, status: int) -> None:
     if conn is None:
         return
     try:
-        conn.sendall(WORD.pack(os.waitstatus_to_exitcode(status)))
+        send_tagged(conn, EXIT, os.waitstatus_to_exitcode(status))
     except OSError:
-        pass  # the client is gone (killed): nobody to tell
+        pass  # the client is gone: nobody to tell
     conn.close()
 
 
-def _child(conn: socket.socket, fds: list[int], request: dict, inherited: tuple) -> None:
-    """Run one command as the client would have: its descriptors as stdin, stdout and stderr, its
-    working directory, umask, environment and arguments; exit with the command's exit code."""
-    code = 1
+def _child(conn: socket.socket, inherited: list) -> None:
+    """Take the client's place (its umask, environment, ignored signals and arguments), say so, and once
+    the client says go (with its stdin, stdout, stderr and working directory), run its command; exit with
+    the command's exit code, or NOT_RUN where it did not start."""
+    code = NOT_RUN
     try:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
@@ -179,19 +191,32 @@ def _child(conn: socket.socket, fds: list[int], request: dict, inherited: tuple)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for thing in inherited:
             _close(thing)
+        conn.settimeout(_REQUEST_S)
+        request = receive_message(conn)
+        if request is None:
+            os._exit(NOT_RUN)
+        argv, umask, env = list(request["argv"]), int(request["umask"]), dict(request["env"])
+        os.umask(umask)
+        os.environ.clear()
+        os.environ.update(env)
+        time.tzset()
+        for signum in request.get("ignored", ()):
+            signal.signal(signum, signal.SIG_IGN)
+        sys.argv = ["gpuan", *argv]
+        send_tagged(conn, PID, os.getpid())
+        go, fds, _, _ = socket.recv_fds(conn, 1, 4)
+        if go != GO or len(fds) != 4:
+            os._exit(NOT_RUN)  # the client gave up waiting: it runs the command itself
+        code = 1
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
+        os.fchdir(fds[3])
+        for fd in fds:
             _close(fd)
         sys.stdin, sys.stdout, sys.stderr = _streams(request.get("text") or {}, bool(request.get("unbuffered")))
-        os.chdir(request["cwd"])
-        os.umask(request["umask"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.argv = ["gpuan", *request["argv"]]
         conn.settimeout(None)
-        conn.sendall(WORD.pack(os.getpid()))
-        conn.close()
-        code = _run(request["argv"])
+        threading.Thread(target=_end_with_client, args=(conn,), daemon=True).start()
+        code = _run(argv)
     except BaseException:  # noqa: BLE001 - a child must never return into the server's loop
         with contextlib.suppress(Exception):
             traceback.print_exc()
@@ -200,6 +225,14 @@ def _child(conn: socket.socket, fds: list[int], request: dict, inherited: tuple)
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(code)
+
+
+def _end_with_client(conn: socket.socket) -> None:
+    """Wait for the client's end of `conn` to close before the command ends (the client was killed): end
+    the command as SIGTERM does, so that it leaves no half-written file."""
+    with contextlib.suppress(OSError):
+        conn.recv(1)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _run(argv: list[str]) -> int:

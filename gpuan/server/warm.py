@@ -2,7 +2,8 @@
 machine code of every numba function that numba's on-disk cache holds for the code as it is.
 
 It runs nothing and starts nothing: no kernel, no numba thread pool (its parallel functions are left to
-load in the child), no GPU. A child forked from the server therefore starts
+load in the child), no GPU, no thread of its own (numpy's OpenBLAS and pyarrow's jemalloc each start one
+as they are imported, and both prepare for a fork). A child forked from the server therefore starts
 with no thread that fork would have lost and with CUDA untouched, so that a command may still pick the
 GPU (``--device gpu``) in the child."""
 
@@ -61,14 +62,8 @@ def warm() -> Warmth:
     lighter_numba_start()
     import gpuan
 
-    failed = []
-    for info in pkgutil.walk_packages(gpuan.__path__, "gpuan."):
-        if _skipped(info.name):
-            continue
-        try:
-            importlib.import_module(info.name)
-        except Exception as e:  # a module for an optional extra that is not installed, say
-            failed.append(f"{info.name}: {type(e).__name__}: {e}")
+    failed: list[str] = []
+    _import_tree(gpuan, failed)
     for name in LAZY_LIBRARIES:
         try:
             importlib.import_module(name)
@@ -77,6 +72,21 @@ def warm() -> Warmth:
     functions, signatures = load_cached()
     modules = sum(1 for name in sys.modules if name == "gpuan" or name.startswith("gpuan."))
     return Warmth(modules, functions, signatures, time.perf_counter() - start, tuple(failed))
+
+
+def _import_tree(package, failed: list[str]) -> None:
+    """Import every module under `package` but the skipped ones and what is under them (unlike
+    pkgutil.walk_packages, which imports every package to look inside); `failed` gets each failure."""
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if _skipped(info.name):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except Exception as e:  # a module for an optional extra that is not installed, say
+            failed.append(f"{info.name}: {type(e).__name__}: {e}")
+            continue
+        if info.ispkg:
+            _import_tree(module, failed)
 
 
 def load_cached() -> tuple[int, int]:

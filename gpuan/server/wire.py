@@ -1,10 +1,17 @@
-"""The messages between a ``gpuan`` command and the server, over a Unix stream socket.
+"""The messages between a ``gpuan`` command (the client) and the server, over a Unix stream socket.
 
-The client sends one byte, the request kind (``R`` run, ``S`` status, ``Q`` quit), with its stdin,
-stdout and stderr as passed descriptors for ``R``; then a request as a 4-byte big-endian length and
-JSON. For ``R`` the child answers its pid (4 bytes) and the server, once the child has ended, its exit
-status (4 bytes, signed: minus the signal's number when a signal ended it). ``S`` and ``Q`` are
-answered with a length and JSON. Stdlib only."""
+1. The client sends one byte, the request's kind (``R`` run, ``S`` status, ``Q`` quit); for ``R`` then
+   the request (a 4-byte big-endian length, then JSON).
+2. For ``R``, the server forks a child, which reads the request, takes on its environment and sends
+   ``P`` and its pid. The client answers ``G`` (go) with four passed descriptors: its stdin, stdout,
+   stderr and working directory; only then does the child run the command. A client that gave up
+   waiting (and runs the command itself) therefore never gets it run twice, and its descriptors are
+   never held by a server that does not answer (a pipe it holds would not close).
+3. When the child has ended, the server sends ``X`` and its exit status (minus the signal's number when
+   a signal ended it). An ``X`` before any ``P`` means the child ended before the command started: the
+   client runs it itself.
+
+``S`` and ``Q`` are answered with a length and JSON. Stdlib only."""
 
 from __future__ import annotations
 
@@ -13,6 +20,8 @@ import socket
 import struct
 
 WORD = struct.Struct(">i")
+#: the tags of the words the client receives, and of the client's go-ahead
+PID, EXIT, GO = b"P", b"X", b"G"
 
 
 def send_message(conn: socket.socket, message: dict) -> None:
@@ -42,7 +51,12 @@ def receive_message(conn: socket.socket) -> dict | None:
     return json.loads(data) if data else None
 
 
-def receive_word(conn: socket.socket) -> int | None:
-    """Return the next signed 4-byte word from `conn`, or None where it closed first."""
-    data = receive_exactly(conn, WORD.size)
-    return WORD.unpack(data)[0] if len(data) == WORD.size else None
+def send_tagged(conn: socket.socket, tag: bytes, value: int) -> None:
+    """Send the word `value` tagged with `tag` (PID or EXIT)."""
+    conn.sendall(tag + WORD.pack(value))
+
+
+def receive_tagged(conn: socket.socket) -> tuple[bytes, int] | None:
+    """Return the next tagged word from `conn` as (tag, value), or None where it closed first."""
+    data = receive_exactly(conn, 1 + WORD.size)
+    return (data[:1], WORD.unpack(data[1:])[0]) if len(data) == 1 + WORD.size else None

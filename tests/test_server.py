@@ -139,15 +139,7 @@ def test_usage_errors_and_help_stay_the_same(runtime):
 
 
 def test_ctrl_c_reaches_the_command_and_leaves_no_file(runtime, tmp_path):
-    env = _env(runtime)
-    fifo = tmp_path / "fifo.json"
-    os.mkfifo(fifo)
-    out = tmp_path / "out.parquet"
-    # the command waits in open() for a writer that never comes, until Ctrl-C
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuan", "convert", str(fifo), "-o", str(out)], env=env, stderr=subprocess.PIPE
-    )
-    _wait_running(env, proc)
+    proc, _ = _waiting_on_fifo(_env(runtime), tmp_path, "convert", "-o", str(tmp_path / "out.parquet"))
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -157,11 +149,7 @@ def test_ctrl_c_reaches_the_command_and_leaves_no_file(runtime, tmp_path):
 def test_a_child_killed_by_a_signal_ends_its_client_the_same_way(runtime, tmp_path):
     """What the shell sees of a command that a signal ended (SIGBUS from a file cut under its map, say)."""
     env = _env(runtime)
-    fifo = tmp_path / "never-written.json"
-    os.mkfifo(fifo)
-    # the command waits in open() for a writer that never comes
-    proc = subprocess.Popen([sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE)
-    _wait_running(env, proc)
+    proc, _ = _waiting_on_fifo(env, tmp_path, "info")
     os.kill(_child_pid(env), signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
@@ -328,14 +316,9 @@ def test_closed_stdout_gets_no_socket_in_its_place(runtime, data_dir, tmp_path):
 def test_a_signal_the_shell_ignores_stays_ignored(runtime, tmp_path, signum):
     """``nohup gpuan ...`` (SIGHUP ignored), a script's background job (SIGINT ignored): the command in the
     server ignores it too, as it would by itself."""
-    env = _env(runtime)
-    fifo = tmp_path / "fifo.json"
-    os.mkfifo(fifo)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN),
-    )  # fmt: skip
-    _wait_running(env, proc)
+    proc, fifo = _waiting_on_fifo(
+        _env(runtime), tmp_path, "info", preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN)
+    )
     proc.send_signal(signum)
     time.sleep(0.5)
     assert proc.poll() is None  # still waiting for the trace
@@ -347,10 +330,7 @@ def test_a_signal_the_shell_ignores_stays_ignored(runtime, tmp_path, signum):
 
 def test_a_killed_client_ends_its_command(runtime, tmp_path):
     env = _env(runtime)
-    fifo = tmp_path / "fifo.json"
-    os.mkfifo(fifo)
-    proc = subprocess.Popen([sys.executable, "-m", "gpuan", "info", str(fifo)], env=env, stderr=subprocess.PIPE)
-    _wait_running(env, proc)
+    proc, _ = _waiting_on_fifo(env, tmp_path, "info")
     proc.kill()
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 30
@@ -396,6 +376,17 @@ def test_a_request_the_child_cannot_take_is_answered_before_it_starts(runtime):
         sock.sendall(b"R")
         wire.send_message(sock, {"env": {}})
         assert wire.receive_tagged(sock) == (wire.EXIT, NOT_RUN)
+
+
+def _waiting_on_fifo(env: dict[str, str], tmp_path: Path, command: str, *options: str, **popen):
+    """Start ``gpuan COMMAND FIFO OPTIONS`` in the server of `env`, where it waits in open() for a writer
+    that does not come; return the client (its stderr piped) and the FIFO once the server runs it."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    argv = [sys.executable, "-m", "gpuan", command, str(fifo), *options]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, **popen)
+    _wait_running(env, proc)
+    return proc, fifo
 
 
 def _wait_running(env: dict[str, str], proc: subprocess.Popen) -> None:

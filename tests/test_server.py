@@ -353,6 +353,14 @@ def test_a_stopped_server_is_waited_for_then_passed_by_and_never_runs_the_comman
             assert r.returncode == 0 and out.exists()  # run by the client itself, after its wait
             assert client.CONNECT_S <= time.monotonic() - start < client.CONNECT_S + 60
             out.unlink()
+            # SIGTERM (``timeout 5 gpuan ...``) while the client waits: it ends at once, running nothing
+            waiting = subprocess.Popen(
+                [sys.executable, "-m", "gpuan", "convert", str(data_dir / TRIAD), "-o", str(out)], env=env
+            )
+            time.sleep(2)
+            waiting.terminate()
+            assert waiting.wait(timeout=client.CONNECT_S / 2) == 143
+            assert not out.exists()
         finally:
             os.kill(pid, signal.SIGCONT)
         deadline = time.monotonic() + 30
@@ -370,7 +378,7 @@ def test_a_request_the_child_cannot_take_is_answered_before_it_starts(runtime):
     """The child ends before the command starts (here: a request without arguments): the server's exit
     word comes first, and a client then runs the command itself."""
     from gpuan.server import wire
-    from gpuan.server.serve import NOT_RUN
+    from gpuan.server.wire import NOT_RUN
 
     with client.connect(str(next((runtime / "gpuan").glob("*.sock")))) as sock:
         sock.sendall(b"R")

@@ -20,6 +20,8 @@ _READY_S = 600.0
 _ASK_S = 5.0
 #: ``server run``'s exit code where another server holds this environment's socket
 EXIT_LOCKED = 3
+#: how long ``start`` waits for the server that holds the lock to answer (one that is starting does)
+_LOCKED_S = 60.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,6 +78,7 @@ def _start(path: str, idle_s: float) -> int:
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
         )
     start = time.monotonic()
+    locked_at = None
     while time.monotonic() - start < _READY_S:
         status = _ask(path, b"S")
         if status is not None:
@@ -87,9 +90,15 @@ def _start(path: str, idle_s: float) -> int:
                 f"(log: {log})"
             )
             return 0
-        # another start's server holds the lock: wait for it to be ready
         if child.poll() is not None and child.returncode != EXIT_LOCKED:
             raise UsageError(f"the gpuan server stopped as it started (exit code {child.returncode}); see {log}")
+        if child.returncode == EXIT_LOCKED:  # another server holds the lock: one starting, or one stopping
+            locked_at = locked_at or time.monotonic()
+            if time.monotonic() - locked_at > _LOCKED_S:
+                raise UsageError(
+                    f"another gpuan server of this environment holds its lock but does not answer (stopping "
+                    f"while its commands end, or stopped with SIGSTOP); start again once it has ended ({path})"
+                )
         time.sleep(0.05)
     child.terminate()
     raise UsageError(f"the gpuan server was not ready after {_READY_S:g} s; see {log}")

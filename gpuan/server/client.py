@@ -95,31 +95,37 @@ def delegate(argv: list[str]) -> int | None:
 
 
 def _handed(argv: list[str], path: str, cwd: int) -> int | None:
-    from gpuan.server.wire import EXIT, GO, PID, receive_tagged, send_message
+    from gpuan.server.wire import EXIT, GO, NOT_RUN, PID, receive_tagged, send_message
 
     signals = _Signals()
     with signals:
-        sock = connect(path)
-        if sock is None:
-            return None
-        with sock, _descriptors() as fds:
-            try:
-                sock.sendall(b"R")
-                send_message(sock, _request(argv, signals.ignored))
-                first = receive_tagged(sock)
-            except OSError:  # no answer in time (a server stopped or stuck): the child never gets go
+        try:
+            sock = connect(path)
+            if sock is None:
                 return None
-            if first is None or first[0] != PID:  # the child ended before the command started
-                return None
-            if signals.pending:  # Ctrl-C or SIGTERM before the command started: it does not start
-                return signals.as_here(signals.pending[0])
-            try:
-                socket.send_fds(sock, [GO], [*fds, cwd])
-            except OSError:
-                return None
-            signals.pid = first[1]
-            sock.settimeout(None)
-            last = receive_tagged(sock)
+            with sock, _descriptors() as fds:
+                try:
+                    sock.sendall(b"R")
+                    send_message(sock, _request(argv, signals.ignored))
+                    first = receive_tagged(sock)
+                except OSError:  # no answer in time (a server stopped or stuck): the child never gets go
+                    return None
+                if first is None or first[0] != PID:  # the child ended before the command started
+                    return None
+                try:
+                    socket.send_fds(sock, [GO], [*fds, cwd])
+                except OSError:
+                    return None
+                signals.pid = first[1]
+                sock.settimeout(None)
+                try:
+                    last = receive_tagged(sock)
+                except OSError:
+                    last = None
+        except _Interrupted as e:  # Ctrl-C or SIGTERM before the command started: it does not start
+            return signals.as_here(e.signum)
+    if last == (EXIT, NOT_RUN):  # the child ended before the command started: run it here
+        return None
     if last is None or last[0] != EXIT:
         print(f"gpuan: error: the gpuan server ({path}) stopped while it ran the command", file=sys.stderr)
         return 1
@@ -146,13 +152,21 @@ def _request(argv: list[str], ignored: list[int]) -> dict:
     }
 
 
+class _Interrupted(BaseException):
+    """A forwarded signal that came before the command started: it stops the handing over."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class _Signals:
-    """While the command is handed over: the forwarded signals caught, held until the child's pid is
-    known, then sent to it; restored after."""
+    """While the command is handed over: the forwarded signals caught; before the child has its go-ahead
+    they stop the handing over (:class:`_Interrupted`), after it they are sent to the child; restored
+    after."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
-        self.pending: list[int] = []
         self.ignored = [int(s) for s in _MAY_BE_IGNORED if signal.getsignal(s) == signal.SIG_IGN]
         self.previous: dict = {}
 
@@ -168,8 +182,7 @@ class _Signals:
 
     def _caught(self, signum: int, frame) -> None:
         if self.pid is None:
-            self.pending.append(signum)
-            return
+            raise _Interrupted(signum)
         try:
             os.kill(self.pid, signum)
         except ProcessLookupError:

@@ -18,15 +18,13 @@ import traceback
 from dataclasses import asdict
 
 from gpuan.server.warm import Warmth, fork_safe, load_cached, loaded
-from gpuan.server.wire import EXIT, GO, PID, receive_message, send_message, send_tagged
+from gpuan.server.wire import EXIT, GO, NOT_RUN, PID, receive_message, send_message, send_tagged
 
 #: how long the server waits for a connected client's first byte: the client sends it at once, and the
 #: server serves no one else meanwhile
 _KIND_S = 1.0
 #: how long a child waits for the request, then for the client's go-ahead
 _REQUEST_S = 10.0
-#: a child's exit code where it ended before running the command (the client runs it itself)
-NOT_RUN = 125
 
 
 def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr, keep: tuple = ()) -> None:
@@ -203,7 +201,11 @@ def _child(conn: socket.socket, inherited: list) -> None:
         for signum in request.get("ignored", ()):
             signal.signal(signum, signal.SIG_IGN)
         sys.argv = ["gpuan", *argv]
-        send_tagged(conn, PID, os.getpid())
+        try:
+            send_tagged(conn, PID, os.getpid())
+        except OSError:
+            os._exit(NOT_RUN)  # the client gave up before the child was ready
+        conn.settimeout(None)  # a client gone closes the connection: no deadline needed
         go, fds, _, _ = socket.recv_fds(conn, 1, 4)
         if go != GO or len(fds) != 4:
             os._exit(NOT_RUN)  # the client gave up waiting: it runs the command itself
@@ -217,6 +219,8 @@ def _child(conn: socket.socket, inherited: list) -> None:
         conn.settimeout(None)
         threading.Thread(target=_end_with_client, args=(conn,), daemon=True).start()
         code = _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C as the command was starting
+        code = 130
     except BaseException:  # noqa: BLE001 - a child must never return into the server's loop
         with contextlib.suppress(Exception):
             traceback.print_exc()

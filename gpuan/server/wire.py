@@ -22,6 +22,9 @@ import struct
 WORD = struct.Struct(">i")
 #: the tags of the words the client receives, and of the client's go-ahead
 PID, EXIT, GO = b"P", b"X", b"G"
+#: a child's exit code where it ended before running the command (the client then runs it itself; no
+#: gpuan command exits with it)
+NOT_RUN = 125
 
 
 def send_message(conn: socket.socket, message: dict) -> None:

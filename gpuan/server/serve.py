@@ -16,6 +16,7 @@ import threading
 import time
 import traceback
 from dataclasses import asdict
+from pathlib import Path
 
 from gpuan.server.warm import Warmth, fork_safe, load_cached, loaded
 from gpuan.server.wire import EXIT, GO, NOT_RUN, PID, receive_message, send_message, send_tagged
@@ -36,7 +37,7 @@ def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr, keep: tup
     started = time.time()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     aside = f"{path}.{os.getpid()}"
-    _remove(aside)
+    Path(aside).unlink(missing_ok=True)
     listener.bind(aside)
     listener.listen(64)
     os.rename(aside, path)
@@ -89,10 +90,9 @@ def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr, keep: tup
                 break
     finally:
         if _same_socket(path, inode):
-            _remove(path)
+            Path(path).unlink(missing_ok=True)
         listener.close()
-        while children:  # let running commands end and their clients hear how
-            _wait_one(children)
+        _reap(children, wait=True)  # let running commands end and their clients hear how
         print(f"gpuan server: stopped after {served} commands", file=log, flush=True)
 
 
@@ -143,28 +143,21 @@ def _same_user(conn: socket.socket) -> bool:
     return struct.unpack("3i", creds)[1] == os.getuid()
 
 
-def _reap(children: dict[int, socket.socket]) -> int:
-    """Tell the client of every child that has ended how it ended; returns how many ended."""
+def _reap(children: dict[int, socket.socket], *, wait: bool = False) -> int:
+    """Tell the client of every child that has ended how it ended (with `wait`, of every child, as each
+    ends); returns how many ended."""
     ended = 0
     while children:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, 0 if wait else os.WNOHANG)
         except ChildProcessError:
+            children.clear()
             break
         if pid == 0:
             break
         _report(children.pop(pid, None), status)
         ended += 1
     return ended
-
-
-def _wait_one(children: dict[int, socket.socket]) -> None:
-    try:
-        pid, status = os.waitpid(-1, 0)
-    except ChildProcessError:
-        children.clear()
-        return
-    _report(children.pop(pid, None), status)
 
 
 def _report(conn: socket.socket | None, status: int) -> None:
@@ -295,13 +288,6 @@ def _close(thing) -> None:
     try:
         thing.close() if hasattr(thing, "close") else os.close(thing)
     except OSError:
-        pass
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
         pass
 
 

@@ -162,3 +162,13 @@ def test_unknown_device_name_suggests_the_closest(capsys, typed, expected):
     assert len(err.splitlines()) == 1 and f"gpuan: error: --gpu: unknown device {typed!r}; closest known: " in err
     closest = err.split("closest known: ")[1].split(";")[0].split(", ")
     assert closest[0] == expected and set(closest) <= set(devices.names())
+
+
+@pytest.mark.parametrize("nbytes", [32 << 10, 128 << 10, 256 << 20])
+def test_calibration_copies_never_alias_within_a_page(nbytes):
+    # a copy whose source and destination share their offset within a page ran L2 at 5 GB/s, below DRAM
+    from gpuan.devices.calibrate import _copy_pair
+
+    src, dst = _copy_pair(nbytes)
+    assert src.nbytes == dst.nbytes == nbytes and (src == 1).all()
+    assert (dst.ctypes.data - src.ctypes.data) % 4096 == 2048

@@ -159,6 +159,12 @@ def null_column(length: int, type_: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type_, length, [bitmap, zeros], null_count=length)
 
 
+def used_codes(codes: np.ndarray, count: int) -> np.ndarray:
+    """Return the distinct non-null (>= 0) codes of a column of codes below `count`, ascending: a count
+    per code, O(n), where np.unique sorts."""
+    return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=count))
+
+
 def dict_column(
     codes: np.ndarray,
     strings: Sequence[str],
@@ -171,7 +177,7 @@ def dict_column(
     With `idx` and `length`, the codes are those of rows `idx` of a column of `length` rows, the rest
     null. The dictionary holds only the strings used, sorted, so that the same data gives the same column
     however it was read."""
-    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(strings)))  # sorted, O(n)
+    used = used_codes(codes, len(strings))
     words = [strings[i] for i in used]
     order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
     # lookup[-1] stays -1, so null codes (-1) map to null without a mask pass

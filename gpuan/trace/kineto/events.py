@@ -23,7 +23,15 @@ from gpuan.trace.kineto.shapes import one_line_codes
 from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, kind_codes, normalise_category
-from gpuan.trace.table import Trace, build_table, dict_column, int_column, kind_time_order, sparse_column
+from gpuan.trace.table import (
+    Trace,
+    build_table,
+    dict_column,
+    int_column,
+    kind_time_order,
+    sparse_column,
+    used_codes,
+)
 
 N64, N32 = sc.NULL64, sc.NULL32
 #: synthetic ids for pid/tid strings that are not numbers start here and go down
@@ -173,7 +181,7 @@ def _device_and_stream(
     distributed shape and, for a part of a file, the whole file's agents) devices are agent ids, turned
     into device indexes."""
     n = fields.n
-    gpu_rows = np.flatnonzero(np.isin(events.kind, [KIND_CODE[k] for k in GPU_KINDS]))
+    gpu_rows = np.flatnonzero(_code_set([KIND_CODE[k] for k in GPU_KINDS], 256)[events.kind.view(np.uint8)])
 
     def devices(r: np.ndarray, v: np.ndarray) -> pa.Array:
         idx, vals = device_values(r, v, gpu_rows, events.pid)
@@ -220,6 +228,14 @@ def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, Ca
     for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
         makers[col] = lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n)
     return {col: (lambda col=col: fields.column(col, makers[col])) for col in makers}
+
+
+def _code_set(codes: list[int], size: int) -> np.ndarray:
+    """Return a mask of `size` slots, True at `codes`: indexing it with a column of codes tests membership
+    in one gather (np.isin sorts)."""
+    mask = np.zeros(size, bool)
+    mask[codes] = True
+    return mask
 
 
 def _permute(a: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -271,7 +287,7 @@ def _steps_as_ranges(kind: np.ndarray, name_ids: np.ndarray, strings: list[str])
     if not steps:
         return
     ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
-    kind[ops[np.isin(name_ids[ops], steps)]] = KIND_CODE["annotation"]
+    kind[ops[_code_set(steps, len(strings) + 1)[name_ids[ops]]]] = KIND_CODE["annotation"]  # -1: the last slot
 
 
 def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -279,7 +295,7 @@ def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, li
     norm_index: dict[str, int] = {}
     # the last slot of each map is for null (-1) codes
     cat_map = np.full(len(strings) + 1, -1, np.int32)
-    for i in np.unique(cat_ids[cat_ids >= 0]):
+    for i in used_codes(cat_ids, len(strings)).tolist():
         cat_map[i] = norm_index.setdefault(normalise_category(strings[i]), len(norm_index))
     kind_map = np.append(kind_codes(norm_index), np.int8(KIND_CODE["other"]))  # null category: other
     cats = cat_map[cat_ids]
@@ -290,8 +306,8 @@ def _is_rocm(file_meta: dict, kind: np.ndarray, name_ids: np.ndarray, strings: l
     """Whether the trace was recorded on ROCm: roctracer's version in the file's keys, or HIP runtime calls."""
     if "roctracer_version" in file_meta or "hip_runtime_version" in file_meta:
         return True
-    runtime = np.unique(name_ids[kind == KIND_CODE["runtime"]])
-    return any(strings[i].startswith("hip") for i in runtime if i >= 0)
+    runtime = used_codes(name_ids[kind == KIND_CODE["runtime"]], len(strings))
+    return any(strings[i].startswith("hip") for i in runtime.tolist())
 
 
 def _memory_gpus(ids: tuple[np.ndarray, np.ndarray], types: tuple[np.ndarray, np.ndarray]) -> list[int]:
@@ -465,11 +481,20 @@ def pair_begin_end(
 
 def _base_time(ts: np.ndarray, flow_ts: np.ndarray | None) -> int:
     """Return the earliest timestamp of the trace (its time zero), in the file's ns."""
-    candidates = [ts[ts != N64]]
-    if flow_ts is not None:
-        candidates.append(flow_ts[flow_ts != N64])
-    allts = np.concatenate(candidates)
-    return int(allts.min()) if allts.size else 0
+    lows = [_earliest(a) for a in (ts, flow_ts) if a is not None]
+    lows = [t for t in lows if t is not None]
+    return min(lows) if lows else 0
+
+
+def _earliest(ts: np.ndarray) -> int | None:
+    """Return the smallest timestamp that is not null, None if there is none."""
+    if ts.size == 0:
+        return None
+    low = int(ts.min())  # one pass; nulls are the int64 minimum, so only a column with nulls needs a mask
+    if low != N64:
+        return low
+    timed = ts[ts != N64]
+    return int(timed.min()) if timed.size else None
 
 
 def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:

@@ -12,6 +12,8 @@ import re
 
 import numpy as np
 
+from gpuan.trace.table import used_codes
+
 # a JSON string (escapes kept as written), a run of whitespace, or a run of anything else
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|\s+|[^"\s]+')
 
@@ -41,6 +43,6 @@ def one_line_codes(codes: np.ndarray, strings: list[str]) -> tuple[np.ndarray, l
     each text in :func:`one_line` form (texts that differ only in layout get one code)."""
     index: dict[str, int] = {}
     remap = np.full(len(strings) + 1, -1, np.int64)  # the last slot maps null (-1) to null
-    for i in np.unique(codes[codes >= 0]):
+    for i in used_codes(codes, len(strings)).tolist():
         remap[i] = index.setdefault(one_line(strings[i]), len(index))
     return remap[codes], list(index)

@@ -218,8 +218,10 @@ class Collected:
 
 _D64_SRC = np.array([sc.I64[n] for n in DENSE64], np.int64)
 _D32_SRC = np.array([sc.I32[n] for n in DENSE32], np.int64)
-_S64_SRC = np.array([sc.I64[n] for n in SPARSE64], np.int64)
-_S32_SRC = np.array([sc.I32[n] for n in SPARSE32], np.int64)
+# the sparse column of each bit of a scratch row's "written" field (-1: the field is not a sparse one)
+_BIT_SLOT = np.full(64, -1, np.int64)
+_BIT_SLOT[[sc.I64[n] for n in SPARSE64]] = np.arange(len(SPARSE64))
+_BIT_SLOT[[sc.T_BIT0 + sc.I32[n] for n in SPARSE32]] = len(SPARSE64) + np.arange(len(SPARSE32))
 _S32_IS_STRING = np.array([n in STRING_FIELDS for n in SPARSE32], np.bool_)
 _META_FIELDS = ("pid_str", "tid_str", "name", "arg_name", "arg_labels")
 
@@ -240,7 +242,7 @@ def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: 
     out.reserve(rows)
     out.rows += sc.drain(
         o64, o32, rows, gmap, out.d64, _D64_SRC, out.d32, _D32_SRC, out.ph, out.rows,
-        out.s64_idx, out.s64_val, _S64_SRC, out.s32_idx, out.s32_val, _S32_SRC, _S32_IS_STRING, out.s_count,
+        out.s64_idx, out.s64_val, out.s32_idx, out.s32_val, _BIT_SLOT, _S32_IS_STRING, out.s_count,
         out.f64, out.f32, out.f_count,
     )  # fmt: skip
     for r in np.flatnonzero(o32[:rows, sc.I32["ph"]] == ord("M")):

@@ -192,6 +192,36 @@ def test_parallel_blocks_give_the_same_table(loaded, monkeypatch, headroom):
     assert small.metadata == trace.metadata
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_chunks_taken_by_any_thread_number_strings_in_file_order(tmp_path, monkeypatch, threads):
+    """Whichever thread takes which chunk, and through every way a block settles (a chunk guessed to start
+    inside a string, a full scratch, a full string table), the strings are numbered in order of first
+    occurrence, as one thread numbers them, and the table is the one thread's."""
+    rng = np.random.default_rng(7)
+    # quotes and brackets inside; more string bytes than a thread's first table holds (1 MB)
+    words = [f'k{i}"{{[' + "x" * int(rng.integers(60, 120)) for i in range(40_000)]
+    events = [
+        {"ph": "X", "cat": "kernel", "name": words[int(i)], "pid": 0, "tid": int(i) % 7, "ts": j, "dur": 1,
+         "args": {"correlation": j, "stream": 7}}
+        for j, i in enumerate(rng.integers(0, len(words), 60_000))
+    ]  # fmt: skip
+    path = write_json(tmp_path, "many.json", {"traceEvents": events}, indent=1)
+    one = reader.scan_file(str(path), threads=1)
+    want = gpuan.trace.kineto.build_trace(one, source=str(path))
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    monkeypatch.setattr(reader, "BYTES_PER_ROW", 1 << 11)  # a few rows a chunk: its scratch fills up
+    grows = []
+    grow = reader.StringTables.grow
+    monkeypatch.setattr(reader.StringTables, "grow", lambda self: grows.append(1) or grow(self))
+    for _ in range(3):
+        raw = reader.scan_file(str(path), threads=threads)
+        assert raw.strings == one.strings
+        got = gpuan.trace.kineto.build_trace(raw, source=str(path))
+        assert got.events.equals(want.events)
+    assert grows
+
+
 def _readable(packed: bytes) -> int:
     """Return how many bytes of JSON a cut gzip stream still inflates to."""
     return len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(packed))

@@ -10,6 +10,7 @@ bounded by the output columns plus a few fixed-size buffers, never by the input 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -28,6 +29,7 @@ BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 HEADROOM = 1 << 20  # bytes free before a block read ahead, for the unfinished event carried into it
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
+CHUNKS_PER_THREAD = 4  # a block's chunks per scanning thread, taken in turn by whichever thread is free
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
 MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
 MAX_ROWS = 2**31 - 1  # row numbers are int32 in the sparse columns
@@ -104,10 +106,6 @@ class StringTables:
         """Return thread i's table arrays, in the order the scanner takes them."""
         return self.keys[i], self.vals[i], self.pool[i], self.uoff[i], self.ulen[i], self.state[i]
 
-    def counts(self) -> list[int]:
-        """Return how many strings each thread has interned so far."""
-        return [int(c) for c in self.state[:, sc.ST_UNIQUE]]
-
     def strings(self, i: int, start: int = 0, stop: int | None = None) -> list[bytes]:
         """Return the raw bytes of the strings interned by thread i, in id order, from id `start` to `stop`
         (None: all so far)."""
@@ -177,7 +175,7 @@ class Collected:
     written are never touched, so they cost address space, not memory; and the builder gives each
     field's pages back as soon as it has made its column."""
 
-    def __init__(self, threads: int, expected_rows: int) -> None:
+    def __init__(self, tables: int, expected_rows: int) -> None:
         cap = max(expected_rows, 1024)
         self.rows = 0
         self.d64 = mapped_empty((len(DENSE64), cap), np.int64)
@@ -192,7 +190,7 @@ class Collected:
         self.f32 = mapped_empty((4, cap), np.int32)
         self.f_count = np.zeros(1, np.int64)
         self.meta: list[tuple] = []
-        self.strings = GlobalStrings(threads)
+        self.strings = GlobalStrings(tables)
 
     def clear(self) -> None:
         """Forget the rows taken so far (a part of the file handed on), keeping the buffers and the strings."""
@@ -253,31 +251,34 @@ def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: 
 
 
 class _Scratch:
-    """Per-thread scratch columns the scanner writes into."""
+    """Scratch columns the scanner writes into, one slot per chunk scanned at once."""
 
-    def __init__(self, threads: int, cap: int) -> None:
+    def __init__(self, slots: int, cap: int) -> None:
         # one event's fields side by side: the scanner fills a row at a time
-        self.o64 = np.empty((threads, cap, len(sc.F64)), np.int64)
-        self.o32 = np.empty((threads, cap, len(sc.F32)), np.int32)
+        self.o64 = np.empty((slots, cap, len(sc.F64)), np.int64)
+        self.o32 = np.empty((slots, cap, len(sc.F32)), np.int32)
         self.bad_at = -1  # where the value of the wrong type starts (status WRONG_TYPE)
 
-    def note_wrong_type(self, status: int, t: int, row: int) -> None:
-        """Keep where thread t's scan found a value of the wrong type (the scanner wrote it into the row
-        it was filling) before the scratch is reused."""
+    def note_wrong_type(self, status: int, slot: int, row: int) -> None:
+        """Keep where the scan into `slot` found a value of the wrong type (the scanner wrote it into the
+        row it was filling) before the scratch is reused."""
         if status == sc.WRONG_TYPE:
-            self.bad_at = int(self.o64[t, row, sc.I64["bad_at"]])
+            self.bad_at = int(self.o64[slot, row, sc.I64["bad_at"]])
 
 
-def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0):
-    """Scan [pos, end) with thread t's scratch until a final status; returns (status, pos, rows)."""
+def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0, slot=None):
+    """Scan [pos, end) with string table t into scratch slot `slot` (default: t) until a final status;
+    returns (status, pos, rows)."""
+    slot = t if slot is None else slot
+    o64, o32 = scratch.o64[slot], scratch.o32[slot]
     row = row0
     while True:
-        status, pos, row = sc.scan(buf, sc.words(buf), pos, end, n, scratch.o64[t], scratch.o32[t], row, *tables.of(t))
+        status, pos, row = sc.scan(buf, sc.words(buf), pos, end, n, o64, o32, row, *tables.of(t))
         if status == sc.GROW:
             tables.grow()
             continue
         if status == sc.FULL:
-            _take(t, scratch.o64[t], scratch.o32[t], row, out, tables)
+            _take(t, o64, o32, row, out, tables)
             row = 0
             continue
         return status, pos, row
@@ -308,14 +309,16 @@ def scan_parts(
     first event's row number in the file; only the last part carries the file's metadata (what follows
     the events is read last). Raises TraceError as :func:`scan_file` does."""
     threads = threads or thread_count()
-    chunk_cap = BLOCK_BYTES // threads // BYTES_PER_ROW + 64
-    tables = StringTables(threads)
+    chunks = 1 if threads == 1 else threads * CHUNKS_PER_THREAD
+    chunk_cap = BLOCK_BYTES // chunks // BYTES_PER_ROW + 64
+    # one table per scanning thread, and one more for what a parallel block's settling scans again
+    tables = StringTables(threads if threads == 1 else threads + 1)
     # two scratch sets when scanning in parallel: one block's rows wait in one while the next fills the other
-    scratches = [_Scratch(threads, chunk_cap) for _ in range(1 if threads == 1 else 2)]
+    scratches = [_Scratch(chunks, chunk_cap) for _ in range(1 if threads == 1 else 2)]
 
     with open_bytes(path) as src, ThreadPoolExecutor(threads, thread_name_prefix="gpuan-scan") as workers:
         expected = src.expected_size() // MIN_EVENT_BYTES + 1024
-        out = Collected(threads, expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
+        out = Collected(tables.threads, expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
         head = read_head(src, path, BLOCK_BYTES)
         buf, have, eof, pos, text = head.buf, head.have, head.eof, head.pos, head.text
         del head
@@ -404,11 +407,12 @@ def scan_parts(
 
 @dataclass
 class _Waiting:
-    """A block scanned in parallel whose rows wait in `scratch` to be drained: each chunk's row count and
-    its thread's string count when its scan ended."""
+    """A block scanned in parallel whose rows wait in `scratch` to be drained: per chunk, its row count, the
+    string table its thread scanned it with and that table's string count when its scan ended."""
 
     scratch: _Scratch
     rows: list[int]
+    table: list[int]
     known: list[int]
 
 
@@ -427,7 +431,7 @@ def _drain(waiting: _Waiting | None, out: Collected, tables: StringTables) -> No
     """Move a waiting block's rows (if any) into `out`, chunk by chunk in file order; returns nothing."""
     if waiting is not None:
         for k, rows in enumerate(waiting.rows):
-            _take(k, waiting.scratch.o64[k], waiting.scratch.o32[k], rows, out, tables, waiting.known[k])
+            _take(waiting.table[k], waiting.scratch.o64[k], waiting.scratch.o32[k], rows, out, tables, waiting.known[k])
 
 
 def _carry(src: ByteSource, buf: np.ndarray, pos: int, n: int, ahead: _Ahead):
@@ -498,48 +502,73 @@ def read_head(src: ByteSource, path: str, block: int) -> Head:
 
 
 def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, waiting, read_ahead):
-    """Scan buf[pos:n] in `threads` chunks at once into `scratch`; meanwhile drain the `waiting` block's rows
-    and read the next bytes (`read_ahead`). Returns (final status, resume position, the block's rows if they
-    wait to be drained, the bytes read ahead or None)."""
-    starts = np.empty(threads, np.int64)
+    """Scan buf[pos:n] in chunks, `threads` at once, into `scratch`; meanwhile drain the `waiting` block's
+    rows and read the next bytes (`read_ahead`). Returns (final status, resume position, the block's rows if
+    they wait to be drained, the bytes read ahead or None).
+
+    Each thread takes the next chunk not yet taken, so a thread slowed down (by the drain beside it, or by
+    a costlier part of the block) takes fewer: with one chunk a thread, the threads' ends of a block were
+    a third of a chunk's time apart. A thread scans its chunks in file order with its own string table,
+    so every table's strings up to a chunk's end first occur at or before that chunk, and draining the
+    chunks in file order numbers the strings in order of first occurrence, whichever thread took which."""
+    count = scratch.o64.shape[0]
+    starts = np.empty(count, np.int64)
     starts[0] = pos
-    step = (n - pos) // threads
-    for k in range(1, threads):
+    step = (n - pos) // count
+    for k in range(1, count):
         starts[k] = max(sc.find_chunk_start(buf, pos + k * step, n), starts[k - 1])
     ends = np.append(starts[1:], n).astype(np.int64)
     b64 = sc.words(buf)
-    futures = [
-        workers.submit(sc.scan, buf, b64, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0, *tables.of(k))
-        for k in range(threads)
-    ]
+    results: list = [None] * count
+    taken = itertools.count()  # next() on it is atomic under the GIL: each chunk is taken once
+
+    def scan_chunks(t: int) -> None:
+        keys, vals, pool, uoff, ulen, state = tables.of(t)
+        while (k := next(taken)) < count:
+            status, p, rows = sc.scan(buf, b64, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0,
+                                      keys, vals, pool, uoff, ulen, state)  # fmt: skip
+            results[k] = (status, p, rows, t, int(state[sc.ST_UNIQUE]))
+            if status == sc.GROW:
+                return  # its table is full: the chunks it would take next are scanned when the block settles
+
+    futures = [workers.submit(scan_chunks, t) for t in range(threads)]
     # the scanner releases the GIL: while the chunks are scanned, the block before is drained and the
     # next one read, so that neither waits for the other
     _drain(waiting, out, tables)
     ahead = read_ahead()
-    results = [f.result() for f in futures]
+    for f in futures:
+        f.result()
     resume = pos
     clean = True  # every chunk started where the one before ended, and only the last stopped short
-    for k in range(threads):
-        status, p, _ = results[k]
-        clean = clean and starts[k] == resume and status == (sc.NEED_MORE if k == threads - 1 else sc.OK_END)
+    for k in range(count):
+        if results[k] is None:
+            clean = False
+            break
+        status, p, _, _, _ = results[k]
+        clean = clean and starts[k] == resume and status == (sc.NEED_MORE if k == count - 1 else sc.OK_END)
         resume = p
     if clean:
-        return sc.NEED_MORE, resume, _Waiting(scratch, [r[2] for r in results], tables.counts()), ahead
+        rows, table, known = ([r[i] for r in results] for i in (2, 3, 4))
+        return sc.NEED_MORE, resume, _Waiting(scratch, rows, table, known), ahead
+    # settled chunk by chunk: rows a thread scanned are taken with the strings its table held then; what is
+    # scanned again uses the extra table, which holds only what was scanned again, in file order
+    again = tables.threads - 1
     resume = pos
-    for k in range(threads):
-        status, p, rows = results[k]
-        if starts[k] != resume:
-            # the guessed chunk start was not an event start: its rows are void, scan it again
-            status, p, rows = _scan_serial(buf, resume, ends[k], n, k, scratch, tables, out)
-        elif status in (sc.GROW, sc.FULL):
-            if status == sc.FULL:
-                _take(k, scratch.o64[k], scratch.o32[k], rows, out, tables)
-                rows = 0
-            else:
-                tables.grow()
-            status, p, rows = _scan_serial(buf, p, ends[k], n, k, scratch, tables, out, rows)
+    for k in range(count):
+        table, known = again, None
+        if results[k] is None or starts[k] != resume:
+            # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it
+            status, p, rows = _scan_serial(buf, resume, ends[k], n, again, scratch, tables, out, slot=k)
+        else:
+            status, p, rows, table, known = results[k]
+            if status in (sc.GROW, sc.FULL):  # the rows so far, then the rest of the chunk scanned again
+                _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
+                if status == sc.GROW:
+                    tables.grow()
+                status, p, rows = _scan_serial(buf, p, ends[k], n, again, scratch, tables, out, slot=k)
+                table, known = again, None
         scratch.note_wrong_type(status, k, rows)
-        _take(k, scratch.o64[k], scratch.o32[k], rows, out, tables)
+        _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
         resume = p
         if status != sc.OK_END:
             return status, p, None, ahead

@@ -324,14 +324,24 @@ def scan_parts(
         del head
         # past the head, an uncompressed file is scanned where it lies, in its memory map: no copies
         mapped = None if eof else src.mapped()
-        released = 0  # the map's pages before this offset were scanned and given back
+        released = 0  # the map's pages before this offset were scanned and given back (or are in `behind`)
+        behind: np.ndarray | None = None  # scanned pages of the map, given back while the next block is scanned
         spare: np.ndarray | None = None  # the buffer the next block is read into while this one is scanned
         waiting: _Waiting | None = None  # a scanned block's rows, drained while the next block is scanned
         first_row = 0  # the file's event rows before this part
         drained = 0  # events, flows and metadata events drained into earlier parts
 
+        def give_back() -> None:
+            nonlocal behind
+            if behind is not None:
+                release(behind)
+                behind = None
+
         def read_ahead() -> _Ahead | None:
+            """Give back the map's pages behind the scan (unmapping a block's pages takes a millisecond: not
+            between blocks), or read the next bytes of a file not mapped."""
             nonlocal spare
+            give_back()
             if eof or mapped is not None:
                 return None
             if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
@@ -349,6 +359,7 @@ def scan_parts(
             if threads == 1 or n - pos < MIN_PARALLEL_BYTES:
                 _drain(waiting, out, tables)
                 waiting = None
+                give_back()
                 status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
                 scratch.note_wrong_type(status, 0, rows)
                 _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
@@ -380,7 +391,7 @@ def scan_parts(
                 continue
             if mapped is not None:
                 at = src.offset_of(pos)
-                release(mapped[released:at])  # the scanned pages leave this process's memory
+                behind = mapped[released:at]  # the scanned pages leave this process's memory
                 released = at - at % PAGE  # from the page that held `at`, not given back yet
                 buf, pos, have, eof = _window(src, mapped, at, keep)
                 continue
@@ -399,7 +410,7 @@ def scan_parts(
         if not eof:
             tail += src.read_rest() if mapped is None else mapped[src.offset_of(have) :].tobytes()
 
-    del scratches, scratch, buf, spare  # the scratch is as large as a block's rows: free it before assembling
+    del scratches, scratch, buf, spare, behind  # the scratch is as large as a block's rows: free it before assembling
     mapped = None  # unmapped once no array views it
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)

@@ -193,33 +193,52 @@ def test_parallel_blocks_give_the_same_table(loaded, monkeypatch, headroom):
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_chunks_taken_by_any_thread_number_strings_in_file_order(tmp_path, monkeypatch, threads):
+def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkeypatch, threads):
     """Whichever thread takes which chunk, and through every way a block settles (a chunk guessed to start
-    inside a string, a full scratch, a full string table), the strings are numbered in order of first
-    occurrence, as one thread numbers them, and the table is the one thread's."""
+    inside a string or at an object nested in args, a full scratch, a full string table), the strings are
+    numbered the same way in every read and the table is the one thread's."""
     rng = np.random.default_rng(7)
-    # quotes and brackets inside; more string bytes than a thread's first table holds (1 MB)
-    words = [f'k{i}"{{[' + "x" * int(rng.integers(60, 120)) for i in range(40_000)]
-    events = [
-        {"ph": "X", "cat": "kernel", "name": words[int(i)], "pid": 0, "tid": int(i) % 7, "ts": j, "dur": 1,
-         "args": {"correlation": j, "stream": 7}}
-        for j, i in enumerate(rng.integers(0, len(words), 60_000))
-    ]  # fmt: skip
-    path = write_json(tmp_path, "many.json", {"traceEvents": events}, indent=1)
+    # ', {' inside names: guessed chunk starts inside strings; more string bytes than a thread's first
+    # table holds (1 MB)
+    words = [f'k{i}, {{"ph": "X", ' + "x" * int(rng.integers(60, 120)) for i in range(40_000)]
+    events = []
+    for j, i in enumerate(rng.integers(0, len(words), 60_000)):
+        # an object nested in args after a comma: a guessed start there parses it as an event (and interns
+        # its name, a string the events proper use only later)
+        frames = [{"x": 1}, {"name": f"frame{j + 7}"}]
+        events.append(
+            {"ph": "X", "cat": "kernel", "name": words[int(i)] if j % 3 else f"frame{j}", "pid": 0,
+             "tid": int(i) % 7, "ts": j, "dur": 1, "args": {"correlation": j, "stream": 7, "frames": frames}}
+        )  # fmt: skip
+    path = write_json(tmp_path, "many.json", {"traceEvents": events})
     one = reader.scan_file(str(path), threads=1)
     want = gpuan.trace.kineto.build_trace(one, source=str(path))
-    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 18)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
-    monkeypatch.setattr(reader, "BYTES_PER_ROW", 1 << 11)  # a few rows a chunk: its scratch fills up
-    grows = []
-    grow = reader.StringTables.grow
-    monkeypatch.setattr(reader.StringTables, "grow", lambda self: grows.append(1) or grow(self))
-    for _ in range(3):
-        raw = reader.scan_file(str(path), threads=threads)
-        assert raw.strings == one.strings
-        got = gpuan.trace.kineto.build_trace(raw, source=str(path))
-        assert got.events.equals(want.events)
-    assert grows
+    monkeypatch.setattr(reader, "BYTES_PER_ROW", 1 << 11)  # 80 rows a chunk, which holds about 150 events
+    statuses = Counter()
+    scan = reader.sc.scan
+    monkeypatch.setattr(reader.sc, "scan", lambda *a: (r := scan(*a)) and statuses.update([r[0]]) or r)
+    reads = [reader.scan_file(str(path), threads=threads) for _ in range(4)]
+    assert all(raw.strings == reads[0].strings for raw in reads)
+    assert set(one.strings) <= set(reads[0].strings)
+    for raw in reads[:2]:
+        assert gpuan.trace.kineto.build_trace(raw, source=str(path)).events.equals(want.events)
+    sc = reader.sc
+    # guessed starts that were not event starts (a string's inside: malformed; a nested object: no phase)
+    assert statuses[sc.BAD] and statuses[sc.WRONG_TYPE] and statuses[sc.FULL] and statuses[sc.GROW]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_string_longer_than_the_string_pool_reads(tmp_path, threads):
+    """A name of 3 MB, more than the string tables first hold, is read whole (the tables grew only with their
+    use, so a read asked them to grow forever)."""
+    long = "n" * (3 << 20)
+    events = [{"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"Input Dims": [[1]]}},
+              {"ph": "X", "name": long, "pid": 0, "tid": 0, "ts": 2, "dur": 1}]  # fmt: skip
+    path = write_json(tmp_path, "long.json", {"traceEvents": events})
+    raw = reader.scan_file(str(path), threads=threads)
+    assert sorted(raw.strings[i] for i in raw.columns["name"][: raw.length]) == sorted(["a", long])
 
 
 def _readable(packed: bytes) -> int:

@@ -1,10 +1,11 @@
 """Read a Kineto / Chrome-trace JSON file (plain or gzip) into the event table, block by block.
 
 A gzipped file streams through one reused buffer; a plain one, past its first block, is scanned where it
-lies, in its memory map, a block-sized window at a time. Each block is split into one chunk per thread at likely
-event starts; the chunks are scanned in parallel by the compiled scanner, each into its own scratch
-columns and string table; then every chunk's start is verified against where the previous chunk really
-ended (a wrong guess is re-scanned), and the rows are drained into the output columns. Memory is
+lies, in its memory map, a block-sized window at a time. Each block is cut into chunks (four per thread) at
+likely event starts; the threads take the chunks in turn and the compiled scanner scans each into its own
+scratch columns, with the string table of the thread; then every chunk's start is verified against where the
+previous chunk really ended (a wrong guess is re-scanned), and the rows are drained into the output columns,
+chunk by chunk in file order, while the next block is scanned. Memory is
 bounded by the output columns plus a few fixed-size buffers, never by the input size.
 """
 
@@ -14,6 +15,7 @@ import itertools
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -63,7 +65,8 @@ def thread_count() -> int:
 
 @dataclass
 class StringTables:
-    """The per-thread intern tables of the scanner, grown on demand."""
+    """The scanner's intern tables, one per scanning thread (and one for what a block's settling scans
+    again), grown on demand."""
 
     threads: int
     keys: np.ndarray = field(init=False)
@@ -83,11 +86,13 @@ class StringTables:
         self.state = np.zeros((t, 4), np.int64)
 
     def grow(self) -> None:
-        """Double whatever is nearly full, for all threads, keeping every interned string."""
+        """Double whatever is nearly full, for all tables, keeping every interned string; the string pool
+        where nothing is (a string longer than the pool's free bytes asked for more)."""
         t = self.threads
         nu = int(self.state[:, sc.ST_UNIQUE].max())
         used = int(self.state[:, sc.ST_POOL].max()) // 8 + 1
-        if used * 2 > self.pool.shape[1] - (1 << 13):
+        full_pool = used * 2 > self.pool.shape[1] - (1 << 13)
+        if full_pool or (nu * 2 + 2 <= self.uoff.shape[1] and 4 * (nu + 1) <= self.keys.shape[1]):
             self.pool = _grow_cols(self.pool, self.pool.shape[1] * 2 + used)
         if nu * 2 + 2 > self.uoff.shape[1]:
             self.uoff = _grow_cols(self.uoff, self.uoff.shape[1] * 2)
@@ -138,8 +143,8 @@ class RawTrace:
 
 
 class GlobalStrings:
-    """One string table for all threads: maps each thread's local string ids to global ids, extended
-    after every block with the strings that thread met for the first time."""
+    """One string table for all scanner tables: maps each table's local string ids to global ids, extended
+    as the rows scanned with a table are drained, with the strings that table met for the first time."""
 
     def __init__(self, threads: int) -> None:
         self.index: dict[bytes, int] = {}
@@ -227,8 +232,8 @@ _META_FIELDS = ("pid_str", "tid_str", "name", "arg_name", "arg_labels")
 def _take(
     t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, tables: StringTables, known: int | None = None
 ) -> None:
-    """Move scratch rows [0, rows) of thread t into `out`, string ids made global (ids up to `known`: the
-    thread's string count when it wrote these rows, where it may be scanning on)."""
+    """Move scratch rows [0, rows) scanned with string table t into `out`, string ids made global (ids up to
+    `known`: the table's string count when these rows were written, where its thread may be scanning on)."""
     if rows == 0:
         return
     collect(o64, o32, rows, out.strings.update(t, tables, known), out)
@@ -251,7 +256,7 @@ def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: 
 
 
 class _Scratch:
-    """Scratch columns the scanner writes into, one slot per chunk scanned at once."""
+    """Scratch columns the scanner writes into, one slot per chunk of a block."""
 
     def __init__(self, slots: int, cap: int) -> None:
         # one event's fields side by side: the scanner fills a row at a time
@@ -520,8 +525,9 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
     Each thread takes the next chunk not yet taken, so a thread slowed down (by the drain beside it, or by
     a costlier part of the block) takes fewer: with one chunk a thread, the threads' ends of a block were
     a third of a chunk's time apart. A thread scans its chunks in file order with its own string table,
-    so every table's strings up to a chunk's end first occur at or before that chunk, and draining the
-    chunks in file order numbers the strings in order of first occurrence, whichever thread took which."""
+    so every table's strings up to a chunk's end were met at or before that chunk, and draining the chunks
+    in file order numbers the strings in the order they were met, whichever thread took which: the order of
+    first occurrence, but for what a wrong chunk start met (numbered where that chunk is settled)."""
     count = scratch.o64.shape[0]
     starts = np.empty(count, np.int64)
     starts[0] = pos
@@ -531,11 +537,15 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
     ends = np.append(starts[1:], n).astype(np.int64)
     b64 = sc.words(buf)
     results: list = [None] * count
-    taken = itertools.count()  # next() on it is atomic under the GIL: each chunk is taken once
+    taken, lock = itertools.count(), threading.Lock()  # each chunk is taken once
+
+    def next_chunk() -> int:
+        with lock:
+            return next(taken)
 
     def scan_chunks(t: int) -> None:
         keys, vals, pool, uoff, ulen, state = tables.of(t)
-        while (k := next(taken)) < count:
+        while (k := next_chunk()) < count:
             status, p, rows = sc.scan(buf, b64, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0,
                                       keys, vals, pool, uoff, ulen, state)  # fmt: skip
             results[k] = (status, p, rows, t, int(state[sc.ST_UNIQUE]))
@@ -568,7 +578,10 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
     for k in range(count):
         table, known = again, None
         if results[k] is None or starts[k] != resume:
-            # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it
+            # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it.
+            # What the void scan interned is numbered here, wherever its thread scanned it
+            if results[k] is not None:
+                out.strings.update(results[k][3], tables, results[k][4])
             status, p, rows = _scan_serial(buf, resume, ends[k], n, again, scratch, tables, out, slot=k)
         else:
             status, p, rows, table, known = results[k]

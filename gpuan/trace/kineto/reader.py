@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -396,7 +397,7 @@ def scan_parts(
                 continue
             if mapped is not None:
                 at = src.offset_of(pos)
-                behind = mapped[released:at]  # the scanned pages leave this process's memory
+                behind = mapped[released:at]  # the scanned pages, given back while the next block is scanned
                 released = at - at % PAGE  # from the page that held `at`, not given back yet
                 buf, pos, have, eof = _window(src, mapped, at, keep)
                 continue
@@ -419,6 +420,16 @@ def scan_parts(
     mapped = None  # unmapped once no array views it
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
+
+
+class _Scanned(NamedTuple):
+    """What a thread's scan of one chunk of a block gave."""
+
+    status: int
+    end: int  # where the scan stopped
+    rows: int
+    table: int  # the string table it scanned with
+    known: int  # that table's string count when the scan ended
 
 
 @dataclass
@@ -536,7 +547,7 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
         starts[k] = max(sc.find_chunk_start(buf, pos + k * step, n), starts[k - 1])
     ends = np.append(starts[1:], n).astype(np.int64)
     b64 = sc.words(buf)
-    results: list = [None] * count
+    results: list[_Scanned | None] = [None] * count
     taken, lock = itertools.count(), threading.Lock()  # each chunk is taken once
 
     def next_chunk() -> int:
@@ -548,7 +559,7 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
         while (k := next_chunk()) < count:
             status, p, rows = sc.scan(buf, b64, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0,
                                       keys, vals, pool, uoff, ulen, state)  # fmt: skip
-            results[k] = (status, p, rows, t, int(state[sc.ST_UNIQUE]))
+            results[k] = _Scanned(status, p, rows, t, int(state[sc.ST_UNIQUE]))
             if status == sc.GROW:
                 return  # its table is full: the chunks it would take next are scanned when the block settles
 
@@ -565,12 +576,11 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
         if results[k] is None:
             clean = False
             break
-        status, p, _, _, _ = results[k]
-        clean = clean and starts[k] == resume and status == (sc.NEED_MORE if k == count - 1 else sc.OK_END)
-        resume = p
+        clean = clean and starts[k] == resume and results[k].status == (sc.NEED_MORE if k == count - 1 else sc.OK_END)
+        resume = results[k].end
     if clean:
-        rows, table, known = ([r[i] for r in results] for i in (2, 3, 4))
-        return sc.NEED_MORE, resume, _Waiting(scratch, rows, table, known), ahead
+        waiting = _Waiting(scratch, [r.rows for r in results], [r.table for r in results], [r.known for r in results])
+        return sc.NEED_MORE, resume, waiting, ahead
     # settled chunk by chunk: rows a thread scanned are taken with the strings its table held then; what is
     # scanned again uses the extra table, which holds only what was scanned again, in file order
     again = tables.threads - 1
@@ -581,7 +591,7 @@ def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, wa
             # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it.
             # What the void scan interned is numbered here, wherever its thread scanned it
             if results[k] is not None:
-                out.strings.update(results[k][3], tables, results[k][4])
+                out.strings.update(results[k].table, tables, results[k].known)
             status, p, rows = _scan_serial(buf, resume, ends[k], n, again, scratch, tables, out, slot=k)
         else:
             status, p, rows, table, known = results[k]

@@ -160,9 +160,11 @@ def null_column(length: int, type_: pa.DataType) -> pa.Array:
 
 
 def used_codes(codes: np.ndarray, count: int) -> np.ndarray:
-    """Return the distinct non-null (>= 0) codes of a column of codes below `count`, ascending: a count
-    per code, O(n), where np.unique sorts."""
-    return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=count))
+    """Return the distinct non-null codes of a column of codes below `count` (-1 = null), ascending: one
+    mark per code, O(n), where np.unique sorts (and np.bincount first copies the codes into int64)."""
+    seen = np.zeros(count + 1, bool)
+    seen[codes] = True  # null (-1) marks the extra last slot
+    return np.flatnonzero(seen[:count])
 
 
 def dict_column(

@@ -38,6 +38,8 @@ N64, N32 = sc.NULL64, sc.NULL32
 SYNTHETIC_ID_BASE = -(1 << 32)
 _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]+)")
 _ROCM_MEMCPY_KIND = {"1": "HtoD", "2": "DtoH", "3": "DtoD", "0": "HtoH"}
+#: tables of at least this many rows have their columns built by several threads
+PARALLEL_COLUMN_ROWS = 1 << 20
 
 
 @dataclass
@@ -137,9 +139,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
         "arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), events.kind, strings)
     )
     makers.update(_argument_columns(fields, strings))
-    # the columns are independent and numpy gives up the GIL for the big copies: build them side by side
-    with ThreadPoolExecutor(thread_count(), thread_name_prefix="gpuan-columns") as pool:
-        cols = dict(zip(makers, pool.map(lambda make: make(), makers.values())))
+    cols = _make_columns(makers, fields.n)
     release(name)  # the dictionary column holds its own codes
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case
@@ -151,6 +151,17 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
     flows = _flow_table(raw.flows, strings, ids_named, base, rank)
     meta["id_names"] = {str(k): v for k, v in sorted(ids_named.items())}
     return Trace(table, flows, meta)
+
+
+def _make_columns(makers: dict[str, Callable[[], pa.Array]], rows: int) -> dict[str, pa.Array]:
+    """Return each maker's column. The columns are independent and numpy gives up the GIL for big copies,
+    so a big table's are built side by side; a small table's are built here, as handing its 34 makers to
+    threads costs more than they take (5-9 ms a table of a few thousand rows, measured; a wash at 600k)."""
+    threads = thread_count()
+    if threads == 1 or rows < PARALLEL_COLUMN_ROWS:
+        return {name: make() for name, make in makers.items()}
+    with ThreadPoolExecutor(threads, thread_name_prefix="gpuan-columns") as pool:
+        return dict(zip(makers, pool.map(lambda make: make(), makers.values())))
 
 
 def _settle_events(raw: RawTrace, source: str, ids_named: dict[int, str], whole: WholeFile | None = None) -> _Events:

@@ -16,6 +16,7 @@ from conftest import DATA, KINETO_KIND, kineto_files
 
 import gpuan
 from gpuan.trace.kineto import reader
+from gpuan.trace.kineto.shapes import one_line
 
 
 def raw_events(path):
@@ -747,6 +748,23 @@ def test_shapes_are_one_line_in_one_form(data_dir, name):
     )
     assert got == want
     assert not any("\n" in d for _, d, _ in got)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [[4, 2798, 2798], [], [4, 2798, 2798]],
+        ["float", "c10::Half", "", "Scalar"],
+        {"a b": [1, "x, y: z"], 'esc"q': "tab\there", "u": "\u00e9"},
+        [[1, 2], {"k": None, "f": -1.5e-3}],
+    ],
+)
+@pytest.mark.parametrize("indent", [None, 2, "\t"])
+def test_one_line_is_json_dumps_of_any_layout(value, indent):
+    """Any indent (and the compact form) gives json.dumps' one-line text: strings kept as written."""
+    text = json.dumps(value, indent=indent)
+    assert one_line(text) == json.dumps(value)
+    assert one_line("Tensor  list\n of 3") == "Tensor list of 3"  # not JSON: words keep one space
 
 
 @pytest.mark.parametrize("name", [p.name for p in sorted((DATA / "kineto").glob("mi*.json.gz"))] or ["(none)"])

@@ -14,8 +14,9 @@ import numpy as np
 
 from gpuan.trace.table import used_codes
 
-# a JSON string (escapes kept as written), a run of whitespace, or a run of anything else
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|\s+|[^"\s]+')
+# a JSON string (escapes kept as written); split on it, a text alternates between what lies between
+# strings and the strings themselves
+_STRING = re.compile(r'("(?:[^"\\]|\\.)*"?)')
 
 
 def one_line(text: str) -> str:
@@ -23,18 +24,16 @@ def one_line(text: str) -> str:
     items, ": " after keys, no other whitespace): numbers and strings are kept exactly as written. Text
     that is not JSON keeps a single space where it had whitespace between two words."""
     out: list[str] = []
-    gap = False
-    for m in _TOKENS.finditer(text):
-        tok = m.group()
-        if tok.isspace():
-            gap = True
+    for k, part in enumerate(_STRING.split(text)):
+        if k % 2:  # a string, as written
+            out.append(part)
             continue
-        if tok[0] != '"':
-            tok = tok.replace(",", ", ").replace(":", ": ")
-            if gap and out and out[-1][-1:].isalnum() and tok[:1].isalnum():
-                out.append(" ")
-        out.append(tok)
-        gap = False
+        last = ""
+        for word in part.split():
+            if last[-1:].isalnum() and word[:1].isalnum():
+                out.append(" ")  # two words that whitespace kept apart stay apart
+            out.append(word.replace(",", ", ").replace(":", ": "))
+            last = word
     return "".join(out)
 
 

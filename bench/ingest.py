@@ -21,6 +21,11 @@ Paths, each in a fresh Python process so that peak RSS belongs to that path alon
     numba start), the second the steady state;
     once more per layout with NUMBA_CACHE_DIR pointed at an empty directory: the very first call after
     an install, which compiles the scanner;
+  - the parallel control (.json, with more than one --threads value): a numba byte loop (strings and
+    escapes followed, structure counted) over the file's mapped bytes, cut into GPUAN_THREADS equal shares
+    run by as many Python threads, as gpuan's scan threads run its scanner; twice, as gpuan. Work that is
+    perfectly parallel: its 2 threads against 1 is what this machine gives at best in the same run (on a
+    shared 2-vCPU VM, much less than 2x), so gpuan's thread scaling is read against it;
   - simdjson parse only: pysimdjson's Parser().parse(bytes) (simdjson's DOM parser: the whole tape is
     built; pysimdjson's objects are lazy proxies over it), then len(traceEvents); twice, as gpuan: the
     first parse allocates the parser's buffers, the second reuses them;
@@ -238,6 +243,69 @@ def _msgspec_decode(path: str, decoder) -> dict:
     return out
 
 
+def _byte_loop():
+    """Return the control's kernel: a numba loop over bytes [lo, hi) that follows strings and escapes and
+    counts structure outside them, one byte at a time (no gil, so threads run it side by side)."""
+    import numba
+    import numpy as np
+
+    @numba.njit(nogil=True)
+    def walk(data, lo, hi):
+        count, in_string, escaped = 0, False, False
+        for i in range(lo, hi):
+            c = data[i]
+            if escaped:
+                escaped = False
+            elif in_string:
+                if c == 92:  # backslash
+                    escaped = True
+                elif c == 34:
+                    in_string = False
+            elif c == 34:
+                in_string = True
+            elif c == 44 or c == 123:  # comma, open brace
+                count += 1
+        return count
+
+    walk(np.frombuffer(b'{"a,": 1}', np.uint8), 0, 9)  # compiled here, outside the timing
+    return walk
+
+
+def _control(threads: int):
+    """Return fn(path) -> {"rows", "seconds", "cpu_s"}: the parallel control, the byte loop over a .json's
+    bytes (mapped, in the page cache) cut into `threads` equal shares, one Python thread each, as gpuan's
+    scan threads run its compiled scanner. Perfectly parallel work: what `threads` threads of it gain over
+    one is what this machine gives at best, in the same run."""
+    import mmap
+    import threading
+
+    import numpy as np
+
+    walk = _byte_loop()
+
+    def call(path: str) -> dict:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            data = np.frombuffer(m, np.uint8)
+            n = data.size
+            cuts = [n * k // threads for k in range(threads + 1)]
+            counts = [0] * threads
+
+            def share(view, k: int) -> None:
+                counts[k] = walk(view, cuts[k], cuts[k + 1])
+
+            c = _Clock()
+            pool = [threading.Thread(target=share, args=(data, k)) for k in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+            wall, cpu = c.read()
+            del data, pool  # the map closes only once no view of it is left
+        return {"rows": 0, "seconds": wall, "cpu_s": cpu}  # no table: rows stay 0
+
+    return call
+
+
 def _timed(fn):
     """Return fn(path) -> rows wrapped to return {"rows", "seconds", "cpu_s"} of the whole call."""
 
@@ -322,6 +390,8 @@ def run_child(kind: str, trace: str, parquet: str | None, warmup: str | None) ->
     if kind == "gpuan" and not warmup:
         # the first call: numba's machine code loaded from its cache (or compiled, NUMBA_CACHE_DIR empty)
         return _twice(files, _timed(lambda p: _gpuan_load(p).events.num_rows), base_rss)
+    if kind == "control":
+        return _twice(files, _control(int(os.environ.get("GPUAN_THREADS", "1"))), base_rss)
     if kind == "simdjson":
         import simdjson
 
@@ -864,6 +934,10 @@ def run_layout(layout: Layout, args: argparse.Namespace, hta_py: str | None, war
                 shutil.rmtree(cold_dir, ignore_errors=True)
             if cold.error is None and (fmt, f"gpuan-{top}") in results:
                 results[(fmt, f"gpuan-{top}")].cold_s = cold.extra["first_s"]
+        if fmt == ".json" and len(threads) > 1:
+            for n in threads:
+                label = f"control: byte loop over the same bytes, {n} thread{'' if n == '1' else 's'}"
+                results[(fmt, f"control-{n}")] = measure(label, "control", trace, {"GPUAN_THREADS": n}, repeat=rep)
         results[(fmt, "simdjson")] = measure(ANCHOR_LABELS["simdjson"][fmt], "simdjson", trace, {}, repeat=rep)
         m = measure(ANCHOR_LABELS["msgspec"][fmt], "msgspec", trace, {}, repeat=rep)
         results[(fmt, "msgspec")] = m
@@ -894,7 +968,7 @@ def run_layout(layout: Layout, args: argparse.Namespace, hta_py: str | None, war
 
 HEADERS = ["file", "path", "wall s (median)", "CPU s (median)", "MB/s", "peak RSS MB", "RSS / JSON",
            "first call s", "first call, empty numba cache s", "wall s of each run", "rows"]  # fmt: skip
-ROW_ORDER = ("gpuan-*", "simdjson", "msgspec-decode", "msgspec", "json-pandas", "hta", "parquet")
+ROW_ORDER = ("gpuan-*", "control-*", "simdjson", "msgspec-decode", "msgspec", "json-pandas", "hta", "parquet")
 
 
 def ok(m: Measurement | None) -> bool:
@@ -912,7 +986,7 @@ def layout_rows(layout: Layout, results: dict) -> list[list[str]]:
     rows = []
     for fmt in FORMATS:
         keys = [k for (f, k) in results if f == fmt]
-        order = [k for pat in ROW_ORDER for k in keys if (k.startswith("gpuan-") if pat == "gpuan-*" else k == pat)]
+        order = [k for pat in ROW_ORDER for k in keys if (k.startswith(pat[:-1]) if pat.endswith("*") else k == pat)]
         for key in order:
             m = results[(fmt, key)]
             if m.error:
@@ -958,6 +1032,13 @@ def ratio_lines(layout: Layout, results: dict, threads: list[str]) -> list[str]:
             line = f"{fmt}: gpuan {hi} threads vs {lo}: {g1.seconds / g2.seconds:.2f}x (target >= 1.9)"
             if all(first):
                 line += f"; first calls {first[0] / first[1]:.2f}x"
+            c1, c2 = r.get(f"control-{lo}"), r.get(f"control-{hi}")
+            if ok(c1) and ok(c2):
+                best = c1.seconds / c2.seconds
+                share = (g1.seconds / g2.seconds - 1) / max(best - 1, 1e-9)
+                line += (f"; the control (a perfectly parallel byte loop over the same bytes) {best:.2f}x in this "
+                         f"run, its CPU seconds {c2.cpu_s / c1.cpu_s:.2f}x one thread's: gpuan gets {share:.0%} of "
+                         "the speed-up this machine gave the control")  # fmt: skip
             out.append(line)
         g = g2 if ok(g2) else g1
         if not ok(g):

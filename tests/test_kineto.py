@@ -755,16 +755,32 @@ def test_shapes_are_one_line_in_one_form(data_dir, name):
     [
         [[4, 2798, 2798], [], [4, 2798, 2798]],
         ["float", "c10::Half", "", "Scalar"],
-        {"a b": [1, "x, y: z"], 'esc"q': "tab\there", "u": "\u00e9"},
+        {"a b": [1, "x, y: z"], 'esc"q': "tab\there", "u": "\u00e9 \u00e0"},
         [[1, 2], {"k": None, "f": -1.5e-3}],
     ],
 )
-@pytest.mark.parametrize("indent", [None, 2, "\t"])
-def test_one_line_is_json_dumps_of_any_layout(value, indent):
-    """Any indent (and the compact form) gives json.dumps' one-line text: strings kept as written."""
-    text = json.dumps(value, indent=indent)
-    assert one_line(text) == json.dumps(value)
-    assert one_line("Tensor  list\n of 3") == "Tensor list of 3"  # not JSON: words keep one space
+@pytest.mark.parametrize("indent", [2, "\t"])
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_one_line_is_json_dumps_of_any_layout(value, indent, ascii_only):
+    """Pretty-printed JSON, escaped or not, comes out as json.dumps' one-line text: strings kept as written."""
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    assert "\n" in text
+    assert one_line(text) == json.dumps(value, ensure_ascii=ascii_only)
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("Tensor  list\n of 3", "Tensor list of 3"),  # words that whitespace kept apart keep one space
+        ('a "s t" b', 'a"s t"b'),  # but not a word and a string: JSON needs no space there
+        ('[1,\n "x\\\ny"]', '[1, "x\\y"]'),  # a raw newline ends a string (not JSON): then it is whitespace
+        ('["cut', '["cut'),  # a string never closed runs to the end
+        ("  \n\t ", ""),
+        ("", ""),
+    ],
+)
+def test_one_line_of_text_that_is_not_plain_json(text, want):
+    assert one_line(text) == want
 
 
 @pytest.mark.parametrize("name", [p.name for p in sorted((DATA / "kineto").glob("mi*.json.gz"))] or ["(none)"])

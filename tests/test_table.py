@@ -1,11 +1,15 @@
-"""The event table's column builders: codes into strings become dictionary columns."""
+"""The event table's column builders: codes into strings become dictionary columns, and the Kineto
+scanner's sparse fields columns in the table's row order (compiled, checked against the numpy builders)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from gpuan.trace.table import dict_column, used_codes
+from gpuan.trace.kineto import scatter
+from gpuan.trace.kineto.shapes import one_line
+from gpuan.trace.table import dict_column, sparse_column, used_codes
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
@@ -26,3 +30,44 @@ def test_dict_column_decodes_to_the_strings_with_a_sorted_dictionary():
     assert col.dictionary.to_pylist() == ["alpha", "mid", "zeta"]  # only the strings used, sorted
     sparse = dict_column(np.array([3, 1], np.int32), strings, idx=np.array([1, 4]), length=6)
     assert sparse.to_pylist() == [None, "mid", None, None, "alpha", None]
+
+
+def _sparse_field(rng, rows: int, dtype):
+    """A table order that drops a tenth of `rows` file rows, and a sparse field over a third of them."""
+    kept = np.flatnonzero(rng.random(rows) > 0.1)
+    order = rng.permutation(kept)
+    new_row = np.full(rows, -1, np.int64)
+    new_row[order] = np.arange(order.size)
+    idx = np.sort(rng.choice(rows, rows // 3, replace=False)).astype(np.int64)
+    return new_row, order.size, idx, dtype
+
+
+@pytest.mark.parametrize("dtype, type_", [(np.int32, pa.int32()), (np.int64, pa.int64()), (np.int64, pa.int32())])
+def test_compiled_sparse_int_column_is_the_numpy_one(dtype, type_):
+    rng = np.random.default_rng(3)
+    new_row, n, idx, _ = _sparse_field(rng, 20_000, dtype)
+    vals = rng.integers(-(2**31), 2**31, idx.size).astype(dtype)
+    got = scatter.int_column(new_row, idx, vals, n, type_)
+    rows = new_row[idx]
+    want = sparse_column(n, rows[rows >= 0], vals[rows >= 0], type_)
+    assert got.equals(want) and got.null_count == want.null_count == n - int((rows >= 0).sum())
+
+
+@pytest.mark.parametrize("form", [None, one_line])
+def test_compiled_sparse_text_column_decodes_to_the_strings(form):
+    rng = np.random.default_rng(5)
+    strings = ["[1, 2]", "[1,\n 2]", "b", "a", "unused", '["x",  "y"]', "b "]
+    new_row, n, idx, _ = _sparse_field(rng, 20_000, np.int32)
+    codes = rng.choice([0, 1, 2, 3, 5, 6, -1], idx.size).astype(np.int32)
+    codes[new_row[idx] < 0] = 4  # "unused" appears only on dropped rows: not in the dictionary
+    col = scatter.text_column(new_row, idx, codes, n, strings, form)
+    text = form or (lambda s: s)
+    want = [None] * n
+    for r, c in zip(new_row[idx].tolist(), codes.tolist()):
+        if r >= 0 and c >= 0:
+            want[r] = text(strings[c])
+    assert col.to_pylist() == want
+    assert col.dictionary.to_pylist() == sorted({w for w in want if w is not None})
+    if form is None:  # the same column as the numpy path builds
+        rows = new_row[idx]
+        assert col.equals(dict_column(codes[rows >= 0], strings, idx=rows[rows >= 0], length=n))

@@ -179,13 +179,7 @@ def dict_column(
     With `idx` and `length`, the codes are those of rows `idx` of a column of `length` rows, the rest
     null. The dictionary holds only the strings used, sorted, so that the same data gives the same column
     however it was read."""
-    used = used_codes(codes, len(strings))
-    words = [strings[i] for i in used]
-    order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
-    # lookup[-1] stays -1, so null codes (-1) map to null without a mask pass
-    lookup = np.full(len(strings) + 1, -1, index_type.to_pandas_dtype())
-    lookup[used[order]] = np.arange(used.size)
-    dictionary = pa.array([words[i] for i in order], pa.string())
+    lookup, dictionary = sorted_dictionary(used_codes(codes, len(strings)), strings, index_type)
     new = lookup[codes]
     if idx is None:
         indices = int_column(new, -1, index_type)
@@ -193,6 +187,19 @@ def dict_column(
         keep = new >= 0
         indices = sparse_column(length, idx[keep], new[keep], index_type)
     return pa.DictionaryArray.from_arrays(indices, dictionary)
+
+
+def sorted_dictionary(
+    used: np.ndarray, strings: Sequence[str], index_type: pa.DataType = INDEX32
+) -> tuple[np.ndarray, pa.Array]:
+    """Return (lookup, dictionary) for the distinct codes `used` (ascending) into `strings`: the dictionary
+    holds their strings sorted, and lookup (one slot per string, plus a last one) gives each used code its
+    place there, -1 for the others; so lookup[codes] maps a column's codes, null codes (-1) to -1."""
+    words = [strings[i] for i in used]
+    order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
+    lookup = np.full(len(strings) + 1, -1, index_type.to_pandas_dtype())
+    lookup[used[order]] = np.arange(used.size)
+    return lookup, pa.array([words[i] for i in order], pa.string())
 
 
 def build_table(columns: dict[str, pa.Array | np.ndarray], length: int, schema: pa.Schema = SCHEMA) -> pa.Table:

@@ -17,9 +17,10 @@ import pyarrow as pa
 from gpuan.errors import TraceError
 from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
 from gpuan.trace.kineto import scanner as sc
+from gpuan.trace.kineto import scatter
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
 from gpuan.trace.kineto.reader import RawTrace, thread_count
-from gpuan.trace.kineto.shapes import one_line_codes
+from gpuan.trace.kineto.shapes import one_line
 from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, kind_codes, normalise_category
@@ -80,6 +81,23 @@ class _SparseFields:
         rows = self.new_row[idx]
         ok = rows >= 0
         col = make(rows, vals) if ok.all() else make(rows[ok], vals[ok])
+        release(idx)
+        release(vals)
+        return col
+
+    def ints(self, name: str, type_: pa.DataType) -> pa.Array:
+        """Return the integer column of field `name`, null where an event lacks it."""
+        idx, vals = self.sparse.pop(name)
+        col = scatter.int_column(self.new_row, idx, vals, self.n, type_)
+        release(idx)
+        release(vals)
+        return col
+
+    def texts(self, name: str, strings: list[str], form: Callable[[str], str] | None = None) -> pa.Array:
+        """Return the dictionary column of field `name` (string ids into `strings`; with `form`, each string
+        put in that form first), null where an event lacks it."""
+        idx, vals = self.sparse.pop(name)
+        col = scatter.text_column(self.new_row, idx, vals, self.n, strings, form)
         release(idx)
         release(vals)
         return col
@@ -228,17 +246,16 @@ def _event_columns(
 def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, Callable[[], pa.Array]]:
     """Return the makers of the columns of the events' args: launch shapes, sizes, collectives and the JSON
     values."""
-    n = fields.n
-    makers: dict[str, Callable[[np.ndarray, np.ndarray], pa.Array]] = {}
+    makers: dict[str, Callable[[], pa.Array]] = {}
     for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "group_size", "peer"):
-        makers[col] = lambda r, v: sparse_column(n, r, v, pa.int32())
+        makers[col] = lambda col=col: fields.ints(col, pa.int32())
     for col in ("shared_memory", "bytes", "in_msg_nelems", "out_msg_nelems", "seq", "fwd_tid"):
-        makers[col] = lambda r, v: sparse_column(n, r, v, pa.int64())
+        makers[col] = lambda col=col: fields.ints(col, pa.int64())
     for col in ("collective", "dtype", "pg_name"):
-        makers[col] = lambda r, v: dict_column(v, strings, idx=r, length=n)
+        makers[col] = lambda col=col: fields.texts(col, strings)
     for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
-        makers[col] = lambda r, v: dict_column(*one_line_codes(v, strings), idx=r, length=n)
-    return {col: (lambda col=col: fields.column(col, makers[col])) for col in makers}
+        makers[col] = lambda col=col: fields.texts(col, strings, one_line)
+    return makers
 
 
 def _code_set(codes: list[int], size: int) -> np.ndarray:

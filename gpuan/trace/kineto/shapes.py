@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from gpuan.trace.table import used_codes
-
 # a JSON string (escapes kept as written); split on it, a text alternates between what lies between
 # strings and the strings themselves
 _STRING = re.compile(r'("(?:[^"\\]|\\.)*"?)')
@@ -35,13 +31,3 @@ def one_line(text: str) -> str:
             out.append(word.replace(",", ", ").replace(":", ": "))
             last = word
     return "".join(out)
-
-
-def one_line_codes(codes: np.ndarray, strings: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Return (codes, strings) for a column of string codes (-1: null) whose strings are JSON texts, with
-    each text in :func:`one_line` form (texts that differ only in layout get one code)."""
-    index: dict[str, int] = {}
-    remap = np.full(len(strings) + 1, -1, np.int64)  # the last slot maps null (-1) to null
-    for i in used_codes(codes, len(strings)).tolist():
-        remap[i] = index.setdefault(one_line(strings[i]), len(index))
-    return remap[codes], list(index)

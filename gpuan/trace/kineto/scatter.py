@@ -21,6 +21,16 @@ from gpuan.trace.table import INDEX32, sorted_dictionary
 _JIT = {"cache": True, "nogil": True, "_nrt": False}
 
 
+@njit(inline="always", **_JIT)
+def _put(data, bits, r, v):
+    """Write v at row r of data and set the row's validity bit; returns 1 if the row had no value yet."""
+    data[r] = v
+    byte = bits[r >> 3]
+    bit = np.uint8(1) << np.uint8(r & 7)
+    bits[r >> 3] = byte | bit
+    return 0 if byte & bit else 1
+
+
 @njit(**_JIT)
 def _scatter(new_row, idx, vals, data, bits):
     """Write vals[i] at data[new_row[idx[i]]] and set that row's bit, for the rows kept; returns how many
@@ -30,12 +40,7 @@ def _scatter(new_row, idx, vals, data, bits):
         r = new_row[idx[i]]
         if r < 0:
             continue
-        data[r] = vals[i]
-        byte = bits[r >> 3]
-        bit = np.uint8(1) << np.uint8(r & 7)
-        if not byte & bit:
-            count += 1
-            bits[r >> 3] = byte | bit
+        count += _put(data, bits, r, vals[i])
     return count
 
 
@@ -51,12 +56,7 @@ def _scatter_codes(new_row, idx, codes, remap, data, bits):
         v = remap[codes[i]]  # a null code (-1) reads remap's last slot, -1
         if v < 0:
             continue
-        data[r] = v
-        byte = bits[r >> 3]
-        bit = np.uint8(1) << np.uint8(r & 7)
-        if not byte & bit:
-            count += 1
-            bits[r >> 3] = byte | bit
+        count += _put(data, bits, r, v)
     return count
 
 

@@ -113,5 +113,5 @@ def text_column(
         lookup, dictionary = sorted_dictionary(np.arange(len(texts)), list(texts))
         remap = lookup[to_text]  # lookup's last slot is -1: a string not used stays -1
     data, bits = _buffers(length, INDEX32.to_pandas_dtype())
-    count = _scatter_codes(new_row, idx, codes, remap.astype(np.int32), data, bits)
+    count = _scatter_codes(new_row, idx, codes, remap.astype(np.int32, copy=False), data, bits)
     return pa.DictionaryArray.from_arrays(_array(INDEX32, data, bits, count), dictionary)

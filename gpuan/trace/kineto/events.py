@@ -77,27 +77,27 @@ class _SparseFields:
 
     def column(self, name: str, make: Callable[[np.ndarray, np.ndarray], pa.Array]) -> pa.Array:
         """Return make(rows, values) of field `name` in the new row order (rows dropped from the table left out)."""
-        idx, vals = self.sparse.pop(name)
-        rows = self.new_row[idx]
-        ok = rows >= 0
-        col = make(rows, vals) if ok.all() else make(rows[ok], vals[ok])
-        release(idx)
-        release(vals)
-        return col
+
+        def in_new_order(idx: np.ndarray, vals: np.ndarray) -> pa.Array:
+            rows = self.new_row[idx]
+            ok = rows >= 0
+            return make(rows, vals) if ok.all() else make(rows[ok], vals[ok])
+
+        return self._made(name, in_new_order)
 
     def ints(self, name: str, type_: pa.DataType) -> pa.Array:
         """Return the integer column of field `name`, null where an event lacks it."""
-        idx, vals = self.sparse.pop(name)
-        col = scatter.int_column(self.new_row, idx, vals, self.n, type_)
-        release(idx)
-        release(vals)
-        return col
+        return self._made(name, lambda idx, vals: scatter.int_column(self.new_row, idx, vals, self.n, type_))
 
     def texts(self, name: str, strings: list[str], form: Callable[[str], str] | None = None) -> pa.Array:
         """Return the dictionary column of field `name` (string ids into `strings`; with `form`, each string
         put in that form first), null where an event lacks it."""
+        return self._made(name, lambda idx, vals: scatter.text_column(self.new_row, idx, vals, self.n, strings, form))
+
+    def _made(self, name: str, make: Callable[[np.ndarray, np.ndarray], pa.Array]) -> pa.Array:
+        """Return make(file rows, values) of field `name`, then give the field's scan buffers back."""
         idx, vals = self.sparse.pop(name)
-        col = scatter.text_column(self.new_row, idx, vals, self.n, strings, form)
+        col = make(idx, vals)
         release(idx)
         release(vals)
         return col

@@ -486,7 +486,7 @@ def profile_child(path: str, warmup: str | None) -> dict:
     del buf, mv
 
     spans: dict[str, list] = defaultdict(list)
-    wrapped = [(sc, "scan", "scan"), (sc, "drain", "drain"), (reader, "fill", "fill"), (reader, "_window", "fill"),
+    wrapped = [(sc, "scan", "scan"), (sc, "drain", "drain"), (reader, "fill", "fill"), (reader._Reads, "_window", "fill"),
                (reader, "_take", "take"), (reader, "_assemble", "assemble"),
                (reader, "parse_metadata", "metadata")]  # fmt: skip
     originals = []

@@ -33,7 +33,7 @@ def child(path: str, scans: int) -> None:
     import numpy as np
 
     from gpuan.trace.kineto import scanner as sc
-    from gpuan.trace.kineto.reader import StringTables
+    from gpuan.trace.kineto.reader import StringTable
 
     data = np.fromfile(path, np.uint8)
     n = data.size
@@ -48,11 +48,11 @@ def child(path: str, scans: int) -> None:
     o32 = np.empty((SCRATCH_ROWS, len(sc.F32)), np.int32)
 
     def scan_all() -> int:
-        tables, pos, row, done = StringTables(1), start, 0, 0
+        table, pos, row, done = StringTable(), start, 0, 0
         while True:
-            status, pos, row = sc.scan(buf, b64, pos, n, n, o64, o32, row, *tables.of(0))
+            status, pos, row = sc.scan(buf, b64, pos, n, n, o64, o32, row, *table.arrays())
             if status == sc.GROW:
-                tables.grow()
+                table.grow()
             elif status == sc.FULL:
                 done, row = done + row, 0
             elif status == sc.ARRAY_END:

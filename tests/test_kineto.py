@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 import zlib
 from collections import Counter, defaultdict
 from decimal import Decimal
@@ -230,6 +231,56 @@ def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkey
     assert statuses[sc.BAD] and statuses[sc.WRONG_TYPE] and statuses[sc.FULL] and statuses[sc.GROW]
 
 
+def _scan_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("gpuan-scan")]
+
+
+def _many_events(tmp_path, name: str, count: int = 20_000) -> Path:
+    event = {"ph": "X", "cat": "kernel", "pid": 0, "dur": 1}
+    events = [{**event, "name": f"k{i % 97}", "tid": i % 5, "ts": i} for i in range(count)]
+    return write_json(tmp_path, name, {"traceEvents": events, "after": 1})
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_scan_that_raises_in_a_thread_is_raised_and_leaves_no_thread(tmp_path, monkeypatch, gz):
+    """An error inside a scanning thread (here a fake one, at its fifth chunk, while later blocks are queued)
+    comes out of scan_file in the main thread, and every scanning thread is gone once it has."""
+    path = _many_events(tmp_path, "t.json")
+    if gz:
+        path = path.with_suffix(".json.gz")
+        path.write_bytes(gzip.compress((tmp_path / "t.json").read_bytes()))
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    scan, calls = reader.sc.scan, Counter()
+
+    def failing(*a):
+        if threading.current_thread().name.startswith("gpuan-scan"):
+            calls["thread"] += 1
+            if calls["thread"] == 5:
+                raise RuntimeError("scan failed in a thread")
+        return scan(*a)
+
+    monkeypatch.setattr(reader.sc, "scan", failing)
+    with pytest.raises(RuntimeError, match="scan failed in a thread"):
+        reader.scan_file(str(path), threads=2)
+    assert calls["thread"] >= 5 and not _scan_threads()
+
+
+def test_parts_left_part_way_leave_no_thread(tmp_path, monkeypatch):
+    """A caller that stops asking for parts part-way through a file (closing the generator) stops the
+    scanning threads, with blocks still queued for them."""
+    path = _many_events(tmp_path, "t.json")
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    parts = reader.scan_parts(str(path), part_rows=2_000, threads=2)
+    first = next(parts)
+    assert first.length >= 2_000 and not first.last and _scan_threads()
+    parts.close()
+    assert not _scan_threads()
+    whole = list(reader.scan_parts(str(path), part_rows=2_000, threads=2))
+    assert sum(p.length for p in whole) == 20_000 and whole[-1].metadata == {"after": 1}
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_string_longer_than_the_string_pool_reads(tmp_path, threads):
     """A name of 3 MB, more than the string tables first hold, is read whole (the tables grew only with their
@@ -358,14 +409,14 @@ def test_map_window_stops_short_of_the_last_bytes(tmp_path, monkeypatch, beyond)
 
     with open_bytes(path) as src:
         whole = src.mapped()
-        buf, pos, have, eof = reader._window(src, whole, at, 10)
+        block = reader._Reads(src, whole, at)._window(reader._Scratch(0, 16), 0)
         if beyond == 0:
-            assert buf is whole and (pos, have, eof) == (at, at + 4096, False)
-            assert have + reader.SLACK <= whole.size
+            assert block.buf is whole and (block.lo, block.n, block.eof) == (at, at + 4096, False)
+            assert block.n + reader.SLACK <= whole.size
         else:
-            assert buf is not whole and (pos, have, eof) == (0, whole.size - at, True)
-            assert buf.size >= have + reader.SLACK and src.offset_of(0) == at
-            assert bytes(buf[:have]) == bytes(whole[at:])
+            assert block.buf is not whole and block.eof and block.n - block.lo == whole.size - at
+            assert block.buf.size >= block.n + reader.SLACK and block.base + block.lo == at
+            assert bytes(block.buf[block.lo : block.n]) == bytes(whole[at:])
 
 
 def _same_trace(a, b) -> None:

@@ -11,13 +11,12 @@ bounded by the output columns plus a few fixed-size buffers, never by the input 
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
+import queue
 import re
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -64,66 +63,58 @@ def thread_count() -> int:
     return int(env)
 
 
-@dataclass
-class StringTables:
-    """The scanner's intern tables, one per scanning thread (and one for what a block's settling scans
-    again), grown on demand."""
+class StringTable:
+    """One of the scanner's intern tables, grown on demand by the one thread that scans with it.
 
-    threads: int
-    keys: np.ndarray = field(init=False)
-    vals: np.ndarray = field(init=False)
-    pool: np.ndarray = field(init=False)
-    uoff: np.ndarray = field(init=False)
-    ulen: np.ndarray = field(init=False)
-    state: np.ndarray = field(init=False)
+    The main thread reads a table's strings up to a count taken when a scan ended while its thread scans
+    (and maybe grows it) on: growing copies the strings to the same offsets of larger arrays and swaps
+    them in, so old and new arrays both hold every string up to that count."""
 
-    def __post_init__(self) -> None:
-        t = self.threads
-        self.keys = np.zeros((t, 1 << 16), np.uint64)
-        self.vals = np.full((t, 1 << 16), -1, np.int32)
-        self.pool = np.zeros((t, 1 << 17), np.uint64)  # string bytes, read as 8-byte words
-        self.uoff = np.zeros((t, 1 << 15), np.int64)
-        self.ulen = np.zeros((t, 1 << 15), np.int64)
-        self.state = np.zeros((t, 4), np.int64)
+    def __init__(self) -> None:
+        self.keys = np.zeros(1 << 16, np.uint64)
+        self.vals = np.full(1 << 16, -1, np.int32)
+        self.pool = np.zeros(1 << 17, np.uint64)  # string bytes, read as 8-byte words
+        self.uoff = np.zeros(1 << 15, np.int64)
+        self.ulen = np.zeros(1 << 15, np.int64)
+        # a cache line apart from any other allocation: the scanner writes it, beside other threads' tables
+        self.state = np.zeros(24, np.int64)[8:12]
 
     def grow(self) -> None:
-        """Double whatever is nearly full, for all tables, keeping every interned string; the string pool
-        where nothing is (a string longer than the pool's free bytes asked for more)."""
-        t = self.threads
-        nu = int(self.state[:, sc.ST_UNIQUE].max())
-        used = int(self.state[:, sc.ST_POOL].max()) // 8 + 1
-        full_pool = used * 2 > self.pool.shape[1] - (1 << 13)
-        if full_pool or (nu * 2 + 2 <= self.uoff.shape[1] and 4 * (nu + 1) <= self.keys.shape[1]):
-            self.pool = _grow_cols(self.pool, self.pool.shape[1] * 2 + used)
-        if nu * 2 + 2 > self.uoff.shape[1]:
-            self.uoff = _grow_cols(self.uoff, self.uoff.shape[1] * 2)
-            self.ulen = _grow_cols(self.ulen, self.ulen.shape[1] * 2)
-        if 4 * (nu + 1) > self.keys.shape[1]:
-            m = self.keys.shape[1] * 4
-            self.keys = np.zeros((t, m), np.uint64)
-            self.vals = np.full((t, m), -1, np.int32)
-            for i in range(t):
-                sc.rehash(
-                    self.keys[i], self.vals[i], self.pool[i], self.uoff[i], self.ulen[i],
-                    int(self.state[i, sc.ST_UNIQUE]),
-                )  # fmt: skip
+        """Double whatever is nearly full, keeping every interned string; the string pool where nothing is
+        (a string longer than the pool's free bytes asked for more)."""
+        nu = int(self.state[sc.ST_UNIQUE])
+        used = int(self.state[sc.ST_POOL]) // 8 + 1
+        full_pool = used * 2 > self.pool.size - (1 << 13)
+        if full_pool or (nu * 2 + 2 <= self.uoff.size and 4 * (nu + 1) <= self.keys.size):
+            self.pool = _grown(self.pool, self.pool.size * 2 + used)
+        if nu * 2 + 2 > self.uoff.size:
+            self.uoff, self.ulen = _grown(self.uoff, self.uoff.size * 2), _grown(self.ulen, self.ulen.size * 2)
+        if 4 * (nu + 1) > self.keys.size:
+            keys = np.zeros(self.keys.size * 4, np.uint64)
+            vals = np.full(self.keys.size * 4, -1, np.int32)
+            sc.rehash(keys, vals, self.pool, self.uoff, self.ulen, nu)
+            self.keys, self.vals = keys, vals
 
-    def of(self, i: int) -> tuple[np.ndarray, ...]:
-        """Return thread i's table arrays, in the order the scanner takes them."""
-        return self.keys[i], self.vals[i], self.pool[i], self.uoff[i], self.ulen[i], self.state[i]
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """Return the table's arrays, in the order the scanner takes them."""
+        return self.keys, self.vals, self.pool, self.uoff, self.ulen, self.state
 
-    def strings(self, i: int, start: int = 0, stop: int | None = None) -> list[bytes]:
-        """Return the raw bytes of the strings interned by thread i, in id order, from id `start` to `stop`
-        (None: all so far)."""
-        n = int(self.state[i, sc.ST_UNIQUE]) if stop is None else stop
-        pool = self.pool[i].view(np.uint8)
-        return [pool[o : o + ln].tobytes() for o, ln in zip(self.uoff[i, start:n], self.ulen[i, start:n])]
+    def count(self) -> int:
+        """Return the number of strings interned so far."""
+        return int(self.state[sc.ST_UNIQUE])
+
+    def strings(self, start: int = 0, stop: int | None = None) -> list[bytes]:
+        """Return the raw bytes of the interned strings from id `start` to `stop` (None: all so far)."""
+        uoff, ulen, pool = self.uoff, self.ulen, self.pool  # offsets first: a pool swapped in since holds them
+        n = self.count() if stop is None else stop
+        data = pool.view(np.uint8)
+        return [data[o : o + ln].tobytes() for o, ln in zip(uoff[start:n], ulen[start:n])]
 
 
-def _grow_cols(a: np.ndarray, width: int) -> np.ndarray:
-    """Return a copy of the 2-D array a widened to `width` columns (zeros after the old ones)."""
-    b = np.zeros((a.shape[0], width), a.dtype)
-    b[:, : a.shape[1]] = a
+def _grown(a: np.ndarray, size: int) -> np.ndarray:
+    """Return a copy of the array a lengthened to `size` (zeros after the old elements)."""
+    b = np.zeros(size, a.dtype)
+    b[: a.size] = a
     return b
 
 
@@ -152,11 +143,11 @@ class GlobalStrings:
         self.maps = [np.full(1, -1, np.int32) for _ in range(threads)]  # last slot: null -> -1
         self._decoded: list[str] = []
 
-    def update(self, t: int, tables: StringTables, upto: int | None = None) -> np.ndarray:
+    def update(self, t: int, tables: list[StringTable], upto: int | None = None) -> np.ndarray:
         """Return thread t's local → global id map (its last entry maps null to -1), for its strings up to id
         `upto` (None: all so far; a count taken when a scan ended, while the thread scans on)."""
         known = self.maps[t].size - 1
-        fresh = tables.strings(t, start=known, stop=upto)
+        fresh = tables[t].strings(known, upto)
         if fresh:
             self.maps[t] = np.concatenate([self.maps[t][:-1], self.add(fresh)])
         return self.maps[t]
@@ -231,8 +222,9 @@ _META_FIELDS = ("pid_str", "tid_str", "name", "arg_name", "arg_labels")
 
 
 def _take(
-    t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, tables: StringTables, known: int | None = None
-) -> None:
+    t: int, o64: np.ndarray, o32: np.ndarray, rows: int, out: Collected, tables: list[StringTable],
+    known: int | None = None,
+) -> None:  # fmt: skip
     """Move scratch rows [0, rows) scanned with string table t into `out`, string ids made global (ids up to
     `known`: the table's string count when these rows were written, where its thread may be scanning on)."""
     if rows == 0:
@@ -256,13 +248,16 @@ def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: 
         )
 
 
+GAP = -1  # the scratch slot for what is scanned between a block's chunks (the event carried into it, ...)
+
+
 class _Scratch:
-    """Scratch columns the scanner writes into, one slot per chunk of a block."""
+    """Scratch columns the scanner writes into: one slot per chunk of a block, and the GAP slot."""
 
     def __init__(self, slots: int, cap: int) -> None:
         # one event's fields side by side: the scanner fills a row at a time
-        self.o64 = np.empty((slots, cap, len(sc.F64)), np.int64)
-        self.o32 = np.empty((slots, cap, len(sc.F32)), np.int32)
+        self.o64 = np.empty((slots + 1, cap, len(sc.F64)), np.int64)
+        self.o32 = np.empty((slots + 1, cap, len(sc.F32)), np.int32)
         self.bad_at = -1  # where the value of the wrong type starts (status WRONG_TYPE)
 
     def note_wrong_type(self, status: int, slot: int, row: int) -> None:
@@ -272,16 +267,15 @@ class _Scratch:
             self.bad_at = int(self.o64[slot, row, sc.I64["bad_at"]])
 
 
-def _scan_serial(buf, pos, end, n, t, scratch, tables, out, row0=0, slot=None):
-    """Scan [pos, end) with string table t into scratch slot `slot` (default: t) until a final status;
-    returns (status, pos, rows)."""
-    slot = t if slot is None else slot
+def _scan_serial(buf, pos, end, n, t, scratch, slot, tables, out):
+    """Scan [pos, end) with string table t into scratch slot `slot`, rows taken into `out` as they fill it,
+    until a final status; returns (status, pos, rows left in the slot)."""
     o64, o32 = scratch.o64[slot], scratch.o32[slot]
-    row = row0
+    row = 0
     while True:
-        status, pos, row = sc.scan(buf, sc.words(buf), pos, end, n, o64, o32, row, *tables.of(t))
+        status, pos, row = sc.scan(buf, sc.words(buf), pos, end, n, o64, o32, row, *tables[t].arrays())
         if status == sc.GROW:
-            tables.grow()
+            tables[t].grow()
             continue
         if status == sc.FULL:
             _take(t, o64, o32, row, out, tables)
@@ -315,109 +309,70 @@ def scan_parts(
     first event's row number in the file; only the last part carries the file's metadata (what follows
     the events is read last). Raises TraceError as :func:`scan_file` does."""
     threads = threads or thread_count()
-    chunks = 1 if threads == 1 else threads * CHUNKS_PER_THREAD
-    chunk_cap = BLOCK_BYTES // chunks // BYTES_PER_ROW + 64
-    # one table per scanning thread, and one more for what a parallel block's settling scans again
-    tables = StringTables(threads if threads == 1 else threads + 1)
-    # two scratch sets when scanning in parallel: one block's rows wait in one while the next fills the other
-    scratches = [_Scratch(chunks, chunk_cap) for _ in range(1 if threads == 1 else 2)]
+    chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD
+    cap = BLOCK_BYTES // max(chunks, 1) // BYTES_PER_ROW + 64
+    # one table per scanning thread, and one (the last) for what the main thread scans
+    tables = [StringTable() for _ in range(1 if threads == 1 else threads + 1)]
+    # one block's rows wait in one scratch while the next block is scanned into the other
+    scratches = [_Scratch(chunks, cap) for _ in range(2)]
 
-    with open_bytes(path) as src, ThreadPoolExecutor(threads, thread_name_prefix="gpuan-scan") as workers:
+    with open_bytes(path) as src, _Workers(threads if chunks else 0, tables) as workers:
         expected = src.expected_size() // MIN_EVENT_BYTES + 1024
-        out = Collected(tables.threads, expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
+        out = Collected(len(tables), expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
         head = read_head(src, path, BLOCK_BYTES)
-        buf, have, eof, pos, text = head.buf, head.have, head.eof, head.pos, head.text
-        del head
+        text = head.text
         # past the head, an uncompressed file is scanned where it lies, in its memory map: no copies
-        mapped = None if eof else src.mapped()
-        released = 0  # the map's pages before this offset were scanned and given back (or are in `behind`)
-        behind: np.ndarray | None = None  # scanned pages of the map, given back while the next block is scanned
-        spare: np.ndarray | None = None  # the buffer the next block is read into while this one is scanned
-        waiting: _Waiting | None = None  # a scanned block's rows, drained while the next block is scanned
+        reads = _Reads(src, None if head.eof else src.mapped(), head.have)
+        block = _plan(head.buf, head.pos, head.have, 0, head.eof, scratches[0], chunks, exact=True)
+        workers.queue(block)
+        del head
+        pos = block.lo  # where the rows not yet taken start, in block.buf
+        waiting: _Waiting | None = None  # a block's rows, drained while the next block is scanned
+        following: _Block | None = None  # the block after `block`, read and queued while `block` is scanned
         first_row = 0  # the file's event rows before this part
         drained = 0  # events, flows and metadata events drained into earlier parts
-
-        def give_back() -> None:
-            nonlocal behind
-            if behind is not None:
-                release(behind)
-                behind = None
-
-        def read_ahead() -> _Ahead | None:
-            """Give back the map's pages behind the scan (unmapping a block's pages takes a millisecond: not
-            between blocks), or read the next bytes of a file not mapped."""
-            nonlocal spare
-            give_back()
-            if eof or mapped is not None:
-                return None
-            if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
-                spare = np.empty(HEADROOM + BLOCK_BYTES + SLACK, np.uint8)
-            try:
-                held, at_end = fill(src, spare, HEADROOM)
-            except TraceError as e:  # unreadable bytes ahead: said when they are needed, after this block's own
-                return _Ahead(spare, 0, False, e)
-            return _Ahead(spare, held - HEADROOM, at_end)
-
-        while True:
-            n = have
-            ahead = None
-            scratch = next(s for s in scratches if waiting is None or s is not waiting.scratch)
-            if threads == 1 or n - pos < MIN_PARALLEL_BYTES:
+        try:
+            while True:
+                # the scanner releases the GIL: while a block is scanned, the block before is drained and
+                # the next one read and queued, so that the threads go on to it without a pause
                 _drain(waiting, out, tables)
                 waiting = None
-                give_back()
-                status, pos, rows = _scan_serial(buf, pos, n, n, 0, scratch, tables, out)
-                scratch.note_wrong_type(status, 0, rows)
-                _take(0, scratch.o64[0], scratch.o32[0], rows, out, tables)
-            else:
-                status, pos, waiting, ahead = _scan_block_parallel(
-                    buf, pos, n, threads, scratch, tables, workers, out, waiting, read_ahead
-                )  # fmt: skip
-            if progress is not None:
-                progress(src.consumed(), src.total)
-            if status == sc.ARRAY_END:
-                break
-            index = drained + out.rows + int(out.f_count[0]) + len(out.meta)  # events drained before pos
-            if status == sc.BAD:
-                problem = not_an_event(buf, pos, have, index, bare=text is None)
-                raise TraceError(path, problem or f"malformed JSON near byte {src.offset_of(pos)}")
-            if status == sc.WRONG_TYPE:
-                raise TraceError(path, wrong_type(buf, pos, have, scratch.bad_at, index, src.offset_of(pos)))
-            # NEED_MORE: keep the unfinished event and read on
-            if eof:
-                raise TraceError(path, "trace ends in the middle of the events (truncated file)")
-            if part_rows is not None and out.rows + int(out.f_count[0]) >= part_rows:
-                yield _assemble(out, {}, first_row, last=False)
-                first_row += out.rows
-                drained = index
-                out.clear()
-            keep = n - pos
-            if ahead is not None:
-                buf, spare, pos, have, eof = _carry(src, buf, pos, n, ahead)
-                continue
-            if mapped is not None:
-                at = src.offset_of(pos)
-                behind = mapped[released:at]  # the scanned pages, given back while the next block is scanned
-                released = at - at % PAGE  # from the page that held `at`, not given back yet
-                buf, pos, have, eof = _window(src, mapped, at, keep)
-                continue
-            if keep * 2 > buf.size - SLACK:
-                buf = grow_buffer(buf)
-            buf[:keep] = buf[pos:n]
-            src.advance(pos)
-            pos = 0
-            have, eof = fill(src, buf, keep)
-        tail = buf[pos:have].tobytes()
-        if ahead is not None:
-            if ahead.error is not None:
-                raise ahead.error
-            tail += ahead.buf[HEADROOM : HEADROOM + ahead.got].tobytes()
-            eof = ahead.eof
-        if not eof:
-            tail += src.read_rest() if mapped is None else mapped[src.offset_of(have) :].tobytes()
-
-    del scratches, scratch, buf, spare, behind  # the scratch is as large as a block's rows: free it before assembling
-    mapped = None  # unmapped once no array views it
+                reads.give_back()
+                scratch = next(s for s in scratches if s is not block.scratch)
+                following = None if block.eof else reads.next_block(block, scratch, chunks)
+                if following is not None:
+                    workers.queue(following)
+                block.wait()
+                status, pos, waiting = _settle(block, pos, tables, out)
+                if progress is not None:
+                    progress(src.consumed(), src.total)
+                if status == sc.ARRAY_END:
+                    break
+                index = drained + out.rows + int(out.f_count[0]) + len(out.meta)  # events drained before pos
+                if status == sc.BAD:
+                    problem = not_an_event(block.buf, pos, block.n, index, bare=text is None)
+                    raise TraceError(path, problem or f"malformed JSON near byte {block.base + pos}")
+                if status == sc.WRONG_TYPE:
+                    bad_at = block.scratch.bad_at
+                    raise TraceError(path, wrong_type(block.buf, pos, block.n, bad_at, index, block.base + pos))
+                # NEED_MORE: the block's last event goes on into the next block
+                if following is None:
+                    raise TraceError(path, "trace ends in the middle of the events (truncated file)")
+                if following.error is not None:
+                    raise following.error
+                if part_rows is not None and out.rows + int(out.f_count[0]) >= part_rows:
+                    yield _assemble(out, {}, first_row, last=False)
+                    first_row += out.rows
+                    drained = index
+                    out.clear()
+                reads.scanned_to(block, pos)
+                pos, block = _carry(block, pos, following, reads.mapped)
+            tail = block.buf[pos : block.n].tobytes() + reads.rest(block, following)
+        finally:
+            for b in (block, following):
+                if b is not None:
+                    b.cancel()
+    del scratches, scratch, block, following, waiting, reads  # the scratch is as large as a block's rows
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
 
@@ -432,6 +387,120 @@ class _Scanned(NamedTuple):
     known: int  # that table's string count when the scan ended
 
 
+@dataclass(eq=False)
+class _Block:
+    """The bytes buf[lo:n] of the events array (buf[0] is the file's byte `base`; `eof`: the file ends at n),
+    cut at guessed event starts into chunks [starts[k], ends[k]), which the scanning threads take in turn,
+    each into its own slot of `scratch`; or, with no chunks, scanned by the main thread when settled."""
+
+    buf: np.ndarray
+    lo: int
+    n: int
+    base: int
+    eof: bool
+    scratch: _Scratch
+    starts: np.ndarray
+    ends: np.ndarray
+    results: list[_Scanned | None] = field(init=False)
+    error: BaseException | None = None  # what a thread's scan raised, or (with no chunks) why no bytes came
+    cancelled: bool = False  # its chunks are no longer wanted: the threads skip those not started
+    _left: int = field(init=False)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _done: threading.Event = field(init=False, default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.starts)
+        self._left = len(self.starts)
+        if not self._left:
+            self._done.set()
+
+    def finish_one(self) -> None:
+        """Note that a thread is done with one of the chunks."""
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._done.set()
+
+    def wait(self) -> None:
+        """Wait until every chunk is scanned; raise what a thread's scan raised."""
+        self._done.wait()
+        if self.error is not None and self.starts.size:
+            raise self.error
+
+    def cancel(self) -> None:
+        """Have the threads skip the chunks not started, and wait for those being scanned."""
+        self.cancelled = True
+        self._done.wait()
+
+
+def _plan(buf, lo, n, base, eof, scratch, chunks, *, exact, error=None) -> _Block:
+    """Return the block buf[lo:n] cut into `chunks` chunks (none if it is small): the first starts at lo
+    where `exact` (lo is an event start), else, like the others, at the first likely event start found."""
+    count = chunks if n - lo >= MIN_PARALLEL_BYTES and error is None else 0
+    starts = np.empty(count, np.int64)
+    step = (n - lo) // max(count, 1)
+    for k in range(count):
+        guess = lo if k == 0 and exact else sc.find_chunk_start(buf, lo + k * step, n)
+        starts[k] = max(guess, starts[k - 1]) if k else guess
+    ends = np.append(starts[1:], n).astype(np.int64)
+    return _Block(buf, lo, n, base, eof, scratch, starts, ends, error=error)
+
+
+class _Workers:
+    """The scanning threads: each takes the next chunk queued (of any block), scans it with its own string
+    table into the chunk's scratch slot, and takes the next; started when the first chunks are queued."""
+
+    def __init__(self, threads: int, tables: list[StringTable]) -> None:
+        self._count = threads
+        self._tables = tables
+        self._tasks: queue.SimpleQueue[tuple[_Block, int] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def queue(self, block: _Block) -> None:
+        """Queue the block's chunks, in file order."""
+        if block.starts.size and not self._threads:
+            self._threads = [
+                threading.Thread(target=self._work, args=(t,), name=f"gpuan-scan-{t}", daemon=True)
+                for t in range(self._count)
+            ]
+            for th in self._threads:
+                th.start()
+        for k in range(block.starts.size):
+            self._tasks.put((block, k))
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for _ in self._threads:
+            self._tasks.put(None)
+        for th in self._threads:
+            th.join()
+
+    def _work(self, t: int) -> None:
+        table = self._tables[t]
+        while (task := self._tasks.get()) is not None:
+            block, k = task
+            try:
+                if not block.cancelled:
+                    block.results[k] = _scan_chunk(block, k, t, table)
+            except BaseException as e:  # raised in the main thread, by block.wait()
+                block.error = e
+            finally:
+                block.finish_one()
+
+
+def _scan_chunk(block: _Block, k: int, t: int, table: StringTable) -> _Scanned:
+    """Scan chunk k of the block with string table t (growing it as it fills) into the chunk's slot."""
+    buf, o64, o32 = block.buf, block.scratch.o64[k], block.scratch.o32[k]
+    b64, pos, row = sc.words(buf), int(block.starts[k]), 0
+    while True:
+        status, pos, row = sc.scan(buf, b64, pos, block.ends[k], block.n, o64, o32, row, *table.arrays())
+        if status != sc.GROW:
+            return _Scanned(status, pos, row, t, table.count())
+        table.grow()
+
+
 @dataclass
 class _Waiting:
     """A block scanned in parallel whose rows wait in `scratch` to be drained: per chunk, its row count, the
@@ -443,59 +512,160 @@ class _Waiting:
     known: list[int]
 
 
-@dataclass
-class _Ahead:
-    """The bytes read ahead into `buf` (from HEADROOM on, `got` of them; `eof`: the file's last ones), or
-    why they could not be read."""
-
-    buf: np.ndarray
-    got: int
-    eof: bool
-    error: TraceError | None = None  # the bytes could not be read (raised where they are needed)
-
-
-def _drain(waiting: _Waiting | None, out: Collected, tables: StringTables) -> None:
+def _drain(waiting: _Waiting | None, out: Collected, tables: list[StringTable]) -> None:
     """Move a waiting block's rows (if any) into `out`, chunk by chunk in file order; returns nothing."""
     if waiting is not None:
         for k, rows in enumerate(waiting.rows):
             _take(waiting.table[k], waiting.scratch.o64[k], waiting.scratch.o32[k], rows, out, tables, waiting.known[k])
 
 
-def _carry(src: ByteSource, buf: np.ndarray, pos: int, n: int, ahead: _Ahead):
-    """Put the unfinished event buf[pos:n] just before the bytes read ahead; returns (buffer, spare buffer,
-    pos, have, eof) to scan on from. Raises the TraceError met reading ahead."""
-    if ahead.error is not None:
-        raise ahead.error
-    keep = n - pos
-    have = HEADROOM + ahead.got
-    if keep <= HEADROOM:
-        start = HEADROOM - keep
-        ahead.buf[start:HEADROOM] = buf[pos:n]
-        src.advance(pos - start)
-        return ahead.buf, buf, start, have, ahead.eof
-    # an event longer than the headroom: one buffer for it and the bytes read ahead, with room to grow
-    joined = np.empty(max(2 * (keep + ahead.got), buf.size) + SLACK, np.uint8)
-    joined[:keep] = buf[pos:n]
-    joined[keep : keep + ahead.got] = ahead.buf[HEADROOM:have]
-    src.advance(pos)
-    return joined, ahead.buf, 0, keep + ahead.got, ahead.eof
+def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected):
+    """Take the rows of the scanned block from `pos` on (the first event not taken yet), in file order;
+    returns (final status, where it stopped, the block's rows if they wait to be drained, else None).
+
+    What lies before the first chunk (the event carried from the block before) is scanned here, and each
+    chunk's start is checked against where the chunk before really ended: a guessed start that was not an
+    event start makes the chunk's rows void, and the chunk is scanned again from there. A thread scans its
+    chunks in file order with its own string table, so every table's strings up to a chunk's end were met
+    at or before that chunk, and taking the chunks in file order numbers the strings in the order they were
+    met, whichever thread took which: the order of first occurrence, but for what a wrong chunk start met
+    (numbered where that chunk is settled)."""
+    buf, n, scratch, again = block.buf, block.n, block.scratch, len(tables) - 1
+    starts, ends, results = block.starts, block.ends, block.results
+    count = starts.size
+    if count == 0 or pos < starts[0]:
+        status, pos, rows = _scan_serial(buf, pos, starts[0] if count else n, n, again, scratch, GAP, tables, out)
+        scratch.note_wrong_type(status, GAP, rows)
+        _take(again, scratch.o64[GAP], scratch.o32[GAP], rows, out, tables)
+        if status != sc.OK_END or count == 0:
+            return status, pos, None
+    resume, clean = pos, True  # every chunk started where the one before ended, and only the last stopped short
+    for k, r in enumerate(results):
+        clean = clean and r is not None and starts[k] == resume
+        clean = clean and r.status == (sc.NEED_MORE if k == count - 1 else sc.OK_END)
+        if not clean:
+            break
+        resume = r.end
+    if clean:
+        rows, table, known = ([getattr(r, f) for r in results] for f in ("rows", "table", "known"))
+        return sc.NEED_MORE, resume, _Waiting(scratch, rows, table, known)
+    # settled chunk by chunk: rows a thread scanned are taken with the strings its table held then; what is
+    # scanned again uses the main thread's table
+    for k, r in enumerate(results):
+        if r is None or starts[k] != pos:
+            # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it.
+            # What the void scan interned is numbered here, wherever its thread scanned it
+            if r is not None:
+                out.strings.update(r.table, tables, r.known)
+            status, pos, rows = _scan_serial(buf, pos, ends[k], n, again, scratch, k, tables, out)
+            table, known = again, None
+        else:
+            status, pos, rows, table, known = r
+            if status == sc.FULL:  # the rows so far, then the rest of the chunk scanned again
+                _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
+                status, pos, rows = _scan_serial(buf, pos, ends[k], n, again, scratch, k, tables, out)
+                table, known = again, None
+        scratch.note_wrong_type(status, k, rows)
+        _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
+        if status != sc.OK_END:
+            return status, pos, None
+    return sc.NEED_MORE, pos, None
 
 
-def _window(src: ByteSource, whole: np.ndarray, at: int, unfinished: int) -> tuple[np.ndarray, int, int, bool]:
-    """For a file scanned in its memory map `whole`, return (buffer, pos, have, eof) to scan on from file
-    offset `at`, whose first `unfinished` bytes hold no whole event: the map itself up to a block further
-    (or twice `unfinished`, so that a long event fits), or near its end the file's last bytes copied into
-    a padded buffer, since the scanner's word reads past the data need memory that the map's end lacks."""
-    end = at + max(BLOCK_BYTES, 2 * unfinished)
-    if end <= whole.size - SLACK:
-        src.map_at(end)
-        will_need(whole[end : end + BLOCK_BYTES])  # the next window's pages read from disk meanwhile
-        return whole, at, end, False
-    last = np.empty(whole.size - at + SLACK, np.uint8)
-    last[: whole.size - at] = whole[at:]
-    src.map_at(whole.size)
-    src.advance(at)
-    return last, 0, whole.size - at, True
+def _carry(block: _Block, pos: int, following: _Block, mapped: np.ndarray | None) -> tuple[int, _Block]:
+    """Put the unfinished event block.buf[pos:n] just before the following block's bytes; returns (where
+    the following block's rows start, the following block, or one in its stead where the event is longer
+    than the room before those bytes: both in one new buffer, without chunks)."""
+    if following.buf is mapped:  # a window of the file's map, which holds the event just before it
+        return block.base + pos, following
+    keep = block.n - pos
+    if keep <= following.lo:
+        following.buf[following.lo - keep : following.lo] = block.buf[pos : block.n]
+        return following.lo - keep, following
+    following.cancel()
+    got = following.n - following.lo
+    joined = np.empty(max(2 * (keep + got), BLOCK_BYTES) + SLACK, np.uint8)
+    joined[:keep] = block.buf[pos : block.n]
+    joined[keep : keep + got] = following.buf[following.lo : following.n]
+    return 0, _plan(joined, 0, keep + got, block.base + pos, following.eof, following.scratch, 0, exact=True)
+
+
+class _Reads:
+    """Where the next block's bytes come from: past the head, a window of the file's memory map (its last
+    bytes copied into a padded buffer), or for a compressed file the next bytes read into a spare buffer;
+    and the map's pages given back once scanned."""
+
+    def __init__(self, src: ByteSource, mapped: np.ndarray | None, have: int) -> None:
+        self.src = src
+        self.mapped = mapped
+        self.read = have  # the file's bytes read or mapped so far
+        self.spare: np.ndarray | None = None  # the buffer of the block before the last one read
+        self.released = 0  # the map's pages before this offset were given back (or are in `behind`)
+        self.behind: np.ndarray | None = None  # scanned pages of the map, given back during the next scan
+
+    def next_block(self, block: _Block, scratch: _Scratch, chunks: int) -> _Block:
+        """Return the bytes after the block's as a block planned into `scratch` (the bytes that cannot be
+        read: a block without bytes whose `error` says why, raised where they are needed)."""
+        if self.mapped is not None:
+            return self._window(scratch, chunks)
+        spare = self.spare if self.spare is not None and self.spare is not block.buf else None
+        if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
+            spare = np.empty(HEADROOM + BLOCK_BYTES + SLACK, np.uint8)
+        self.spare = block.buf
+        base = self.read - HEADROOM
+        try:
+            held, at_end = fill(self.src, spare, HEADROOM)
+        except TraceError as e:  # unreadable bytes ahead: said when they are needed, after this block's own
+            return _plan(spare, HEADROOM, HEADROOM, base, False, scratch, 0, exact=False, error=e)
+        self.read += held - HEADROOM
+        return _plan(spare, HEADROOM, held, base, at_end, scratch, chunks, exact=False)
+
+    def _window(self, scratch: _Scratch, chunks: int) -> _Block:
+        """The map's next block of bytes; or near its end the file's last bytes copied into a padded buffer
+        (with room before them for the event carried into it), since the scanner's word reads past the
+        data need memory that the map's end lacks."""
+        at, whole = self.read, self.mapped
+        end = at + BLOCK_BYTES
+        if end <= whole.size - SLACK:
+            self.read = end
+            self.src.map_at(end)
+            will_need(whole[end : end + BLOCK_BYTES])  # the next window's pages read from disk meanwhile
+            return _plan(whole, at, end, 0, False, scratch, chunks, exact=False)
+        last = np.empty(HEADROOM + whole.size - at + SLACK, np.uint8)
+        last[HEADROOM : HEADROOM + whole.size - at] = whole[at:]
+        self.read = whole.size
+        self.src.map_at(whole.size)
+        return _plan(last, HEADROOM, HEADROOM + whole.size - at, at - HEADROOM, True, scratch, chunks, exact=False)
+
+    def scanned_to(self, block: _Block, pos: int) -> None:
+        """Note that the file's bytes before block.buf[pos] are scanned: the map's pages before it are given
+        back while the next block is scanned (unmapping a block's pages takes a millisecond: not between
+        blocks)."""
+        if self.mapped is not None and block.buf is self.mapped:
+            self.behind = self.mapped[self.released : pos]
+            self.released = pos - pos % PAGE  # from the page that held `pos`, not given back yet
+
+    def give_back(self) -> None:
+        """Give back the map's pages scanned and noted, if any."""
+        if self.behind is not None:
+            release(self.behind)
+            self.behind = None
+
+    def rest(self, block: _Block, following: _Block | None) -> bytes:
+        """Return the file's bytes after the block's (those of the following block, if read, then the rest),
+        for what follows the events array. Raises the TraceError met reading them."""
+        rest = b""
+        if following is not None:
+            following.cancel()
+            if following.error is not None and not following.starts.size:
+                raise following.error
+            rest = following.buf[following.lo : following.n].tobytes()
+            block = following
+        if block.eof:
+            return rest
+        if self.mapped is not None:
+            return rest + self.mapped[self.read :].tobytes()
+        return rest + self.src.read_rest()
 
 
 @dataclass
@@ -526,87 +696,6 @@ def read_head(src: ByteSource, path: str, block: int) -> Head:
             return Head(buf, have, eof, pos, buf[: pos - 1].tobytes() if kind == 1 else None)
         buf = grow_buffer(buf)
         have, eof = fill(src, buf, have)
-
-
-def _scan_block_parallel(buf, pos, n, threads, scratch, tables, workers, out, waiting, read_ahead):
-    """Scan buf[pos:n] in chunks, `threads` at once, into `scratch`; meanwhile drain the `waiting` block's
-    rows and read the next bytes (`read_ahead`). Returns (final status, resume position, the block's rows if
-    they wait to be drained, the bytes read ahead or None).
-
-    Each thread takes the next chunk not yet taken, so a thread slowed down (by the drain beside it, or by
-    a costlier part of the block) takes fewer: with one chunk a thread, the threads' ends of a block were
-    a third of a chunk's time apart. A thread scans its chunks in file order with its own string table,
-    so every table's strings up to a chunk's end were met at or before that chunk, and draining the chunks
-    in file order numbers the strings in the order they were met, whichever thread took which: the order of
-    first occurrence, but for what a wrong chunk start met (numbered where that chunk is settled)."""
-    count = scratch.o64.shape[0]
-    starts = np.empty(count, np.int64)
-    starts[0] = pos
-    step = (n - pos) // count
-    for k in range(1, count):
-        starts[k] = max(sc.find_chunk_start(buf, pos + k * step, n), starts[k - 1])
-    ends = np.append(starts[1:], n).astype(np.int64)
-    b64 = sc.words(buf)
-    results: list[_Scanned | None] = [None] * count
-    taken, lock = itertools.count(), threading.Lock()  # each chunk is taken once
-
-    def next_chunk() -> int:
-        with lock:
-            return next(taken)
-
-    def scan_chunks(t: int) -> None:
-        keys, vals, pool, uoff, ulen, state = tables.of(t)
-        while (k := next_chunk()) < count:
-            status, p, rows = sc.scan(buf, b64, starts[k], ends[k], n, scratch.o64[k], scratch.o32[k], 0,
-                                      keys, vals, pool, uoff, ulen, state)  # fmt: skip
-            results[k] = _Scanned(status, p, rows, t, int(state[sc.ST_UNIQUE]))
-            if status == sc.GROW:
-                return  # its table is full: the chunks it would take next are scanned when the block settles
-
-    futures = [workers.submit(scan_chunks, t) for t in range(threads)]
-    # the scanner releases the GIL: while the chunks are scanned, the block before is drained and the
-    # next one read, so that neither waits for the other
-    _drain(waiting, out, tables)
-    ahead = read_ahead()
-    for f in futures:
-        f.result()
-    resume = pos
-    clean = True  # every chunk started where the one before ended, and only the last stopped short
-    for k in range(count):
-        if results[k] is None:
-            clean = False
-            break
-        clean = clean and starts[k] == resume and results[k].status == (sc.NEED_MORE if k == count - 1 else sc.OK_END)
-        resume = results[k].end
-    if clean:
-        waiting = _Waiting(scratch, [r.rows for r in results], [r.table for r in results], [r.known for r in results])
-        return sc.NEED_MORE, resume, waiting, ahead
-    # settled chunk by chunk: rows a thread scanned are taken with the strings its table held then; what is
-    # scanned again uses the extra table, which holds only what was scanned again, in file order
-    again = tables.threads - 1
-    resume = pos
-    for k in range(count):
-        table, known = again, None
-        if results[k] is None or starts[k] != resume:
-            # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it.
-            # What the void scan interned is numbered here, wherever its thread scanned it
-            if results[k] is not None:
-                out.strings.update(results[k].table, tables, results[k].known)
-            status, p, rows = _scan_serial(buf, resume, ends[k], n, again, scratch, tables, out, slot=k)
-        else:
-            status, p, rows, table, known = results[k]
-            if status in (sc.GROW, sc.FULL):  # the rows so far, then the rest of the chunk scanned again
-                _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
-                if status == sc.GROW:
-                    tables.grow()
-                status, p, rows = _scan_serial(buf, p, ends[k], n, again, scratch, tables, out, slot=k)
-                table, known = again, None
-        scratch.note_wrong_type(status, k, rows)
-        _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
-        resume = p
-        if status != sc.OK_END:
-            return status, p, None, ahead
-    return sc.NEED_MORE, resume, None, ahead
 
 
 #: what each checked field must hold, by its key (args keys: those the scanner reads as numbers or lists)

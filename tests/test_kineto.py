@@ -686,6 +686,31 @@ def test_the_scanner_takes_exactly_the_chrome_trace_phases():
     assert {chr(b) for b in range(256) if scanner._is_phase(np.uint8(b))} == chrome_phases
 
 
+def test_keys_strings_and_raw_values_hash_alike():
+    """A key's hash as the scanner's tables know it (key_hash, in Python), the hash taken in the same pass
+    that finds a string's end (string_end_hash) and the hash of any span of bytes (_hash_bytes) agree, on
+    strings of every length around the 8-byte words, with and without escapes, ending at the data's end
+    or not; and the ends agree with string_end."""
+    from gpuan.trace.kineto import scanner as sc
+
+    rng = np.random.default_rng(3)
+    texts = [
+        bytes(rng.integers(32, 127, k, dtype=np.uint8)).replace(b"\\", b"/").replace(b'"', b"'") for k in range(40)
+    ]
+    texts += [b'a\\"b', b"\\\\", b"x" * 9 + b"\\n" + b"y" * 7, "ünïcode kernel".encode(), b"External id"]
+    for text in texts:
+        for cut in (False, True):  # the closing quote the data's last byte, or more data after it
+            data = b'"' + text + b'"' + (b"" if cut else b", 1234567890abcdef")
+            buf = np.zeros(len(data) + reader.SLACK, np.uint8)
+            buf[: len(data)] = np.frombuffer(data, np.uint8)
+            b64 = sc.words(buf)
+            end, h = sc.string_end_hash(buf, b64, 1, len(data))
+            assert end == sc.string_end(buf, b64, 1, len(data)) == 1 + len(text)
+            assert h == sc._hash_bytes(b64, 1, end)
+            if b"\\" not in text:
+                assert int(h) == sc.key_hash(text.decode())
+
+
 def test_every_scanner_function_compiles_without_reference_counting():
     """Reference counting of the caller's arrays (out-of-line atomic calls around the inlined helpers) made a
     scan take 1.7-1.8x the CPU: each compiled function of the scanner, those added later included, is built

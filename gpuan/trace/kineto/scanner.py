@@ -76,7 +76,7 @@ def key_hash(key: str) -> int:
     Python, over the key's UTF-8 bytes as they appear between the quotes."""
     data = key.encode()
     mask = (1 << 64) - 1
-    h = 0xCBF29CE484222325 ^ len(data)
+    h = 0xCBF29CE484222325
     p = 0
     while p + 8 <= len(data):
         h = ((h ^ int.from_bytes(data[p : p + 8], "little")) * 0x100000001B3) & mask
@@ -84,6 +84,7 @@ def key_hash(key: str) -> int:
         p += 8
     if p < len(data):
         h = ((h ^ int.from_bytes(data[p:], "little")) * 0x100000001B3) & mask
+    h = ((h ^ len(data)) * 0x100000001B3) & mask
     h ^= h >> 33
     h = (h * 0xFF51AFD7ED558CCD) & mask
     h ^= h >> 33
@@ -300,21 +301,63 @@ def skip_value(buf, b64, pos, n):
 
 
 @_jit(inline="always")
-def _hash_bytes(b64, a, b):
-    """64-bit hash of bytes [a, b): a multiply per 8-byte word, then a final avalanche."""
-    h = _FNV_OFFSET ^ np.uint64(b - a)
-    p = a
-    while p + 8 <= b:
-        h = (h ^ _load8(b64, p)) * _FNV_PRIME
-        h ^= h >> np.uint64(29)
-        p += 8
-    if p < b:
-        tail = _load8(b64, p) & ((np.uint64(1) << np.uint64(8 * (b - p))) - np.uint64(1))
-        h = (h ^ tail) * _FNV_PRIME
+def _mix(h, w):
+    """One 8-byte word into the hash."""
+    h = (h ^ w) * _FNV_PRIME
+    return h ^ (h >> np.uint64(29))
+
+
+@_jit(inline="always")
+def _tail(w, k):
+    """The first k (1 to 7) bytes of the word w."""
+    return w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
+
+
+@_jit(inline="always")
+def _finish(h, length):
+    """The hash of bytes whose whole words and tail went into h: their length in, then an avalanche."""
+    h = (h ^ np.uint64(length)) * _FNV_PRIME
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    return h
+    return h ^ (h >> np.uint64(33))
+
+
+@_jit(inline="always")
+def _hash_bytes(b64, a, b):
+    """64-bit hash of bytes [a, b): a multiply per 8-byte word (the last one's bytes past b masked off),
+    then the length and a final avalanche."""
+    h = _FNV_OFFSET
+    p = a
+    while p + 8 <= b:
+        h = _mix(h, _load8(b64, p))
+        p += 8
+    if p < b:
+        h = (h ^ _tail(_load8(b64, p), b - p)) * _FNV_PRIME
+    return _finish(h, b - a)
+
+
+@_jit(inline="always")
+def string_end_hash(buf, b64, pos, n):
+    """pos is just after an opening quote; return (the position of the closing quote, or -1; the
+    _hash_bytes of the string's bytes): string_end and the hash in one pass over the words, where the
+    string has no backslash (with one, the hash is taken again over the string once its end is known)."""
+    a = pos
+    h = _FNV_OFFSET
+    while pos + 8 <= n:
+        w = _load8(b64, pos)
+        hits = _zero_bytes(w ^ _QUOTES) | _zero_bytes(w ^ _BACKSLASHES)
+        if hits == 0:
+            h = _mix(h, w)
+            pos += 8
+            continue
+        k = trailing_zeros(hits) >> 3
+        if buf[pos + k] != QUOTE:
+            break  # a backslash
+        if k:
+            h = (h ^ _tail(w, k)) * _FNV_PRIME
+        return pos + k, _finish(h, pos + k - a)
+    e = string_end(buf, b64, pos, n)
+    return e, _hash_bytes(b64, a, e) if e >= 0 else np.uint64(0)
 
 
 @_jit()
@@ -345,9 +388,9 @@ def _put_bytes(pool64, o, buf, a, ln):
 
 
 @_jit(inline="always")
-def intern(buf, b64, a, b, tkeys, tvals, pool64, uoff, ulen, st):
-    """Return the id of the bytes buf[a:b] in the intern table, adding them if new; -1 if full."""
-    h = _hash_bytes(b64, a, b)
+def intern(buf, b64, a, b, h, tkeys, tvals, pool64, uoff, ulen, st):
+    """Return the id of the bytes buf[a:b] (their _hash_bytes: h) in the intern table, adding them if new;
+    -1 if full."""
     mask = tkeys.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     ln = b - a
@@ -648,16 +691,16 @@ def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
     if buf[pos] == QUOTE:
-        e = string_end(buf, b64, pos + 1, n)
+        e, h = string_end_hash(buf, b64, pos + 1, n)
         if e < 0:
             return NULL32, -1
-        sid = intern(buf, b64, pos + 1, e, tkeys, tvals, pool64, uoff, ulen, st)
+        sid = intern(buf, b64, pos + 1, e, h, tkeys, tvals, pool64, uoff, ulen, st)
         return sid, e + 1
     e = skip_value(buf, b64, pos, n)
     if e < 0:
         return NULL32, -1
     if raw and buf[pos] != NULL_START:  # anything but null
-        sid = intern(buf, b64, pos, e, tkeys, tvals, pool64, uoff, ulen, st)
+        sid = intern(buf, b64, pos, e, _hash_bytes(b64, pos, e), tkeys, tvals, pool64, uoff, ulen, st)
         return sid, e
     return NULL32, e
 
@@ -665,10 +708,9 @@ def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
 @_jit(inline="always")
 def _parse_key(buf, b64, pos, n):
     """pos is at an opening quote; return (hash of the key, position after the ':' and whitespace)."""
-    e = string_end(buf, b64, pos + 1, n)
+    e, h = string_end_hash(buf, b64, pos + 1, n)
     if e < 0:
         return np.uint64(0), -1
-    h = _hash_bytes(b64, pos + 1, e)
     p = skip_ws(buf, e + 1, n)
     if p >= n or buf[p] != COLON:
         return h, -1

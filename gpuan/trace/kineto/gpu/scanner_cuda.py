@@ -19,21 +19,22 @@ from gpuan.trace.kineto.gpu import bits
 
 #: the scanner's functions the GPU reader runs, callees first
 SHARED = (
-    "_is_ws", "skip_ws", "_load8", "_zero_bytes", "string_end", "_is_bracket", "_nested",
-    "skip_value", "_hash_bytes", "_same_bytes", "_exponent_ns", "parse_ns", "_time_value", "parse_int",
-    "_number_rest", "_int_value", "_int32", "_parse_triple", "_string_id", "_parse_key", "_member_key",
-    "_arg_target", "_next_member", "_parse_args", "_is_phase", "_clear_row", "_parse_event",
+    "_is_ws", "skip_ws", "_load8", "_zero_bytes", "string_end", "_is_bracket", "_nested", "skip_value",
+    "_mix", "_tail", "_finish", "_hash_bytes", "string_end_hash", "_same_bytes", "_exponent_ns", "parse_ns",
+    "_time_value", "parse_int", "_number_rest", "_int_value", "_int32", "_parse_triple", "_string_id",
+    "_parse_key", "_member_key", "_arg_target", "_next_member", "_parse_args", "_is_phase", "_clear_row",
+    "_parse_event",
 )  # fmt: skip
 
 
-def record_span(buf, b64, a, b, hashes, offsets, pool64, lengths, ulen, st):
-    """The GPU's ``intern``: note the string buf[a:b] as span st[0] of the event (its hash, offset and
+def record_span(buf, b64, a, b, h, hashes, offsets, pool64, lengths, ulen, st):
+    """The GPU's ``intern``: note the string buf[a:b] as span st[0] of the event (its hash h, offset and
     length) and return that span's number, -1 when the event has no span left. Same signature as the
     CPU's intern; pool64 and ulen are unused."""
     k = st[0]
     if k >= hashes.shape[0]:
         return -1
-    hashes[k] = _hash_bytes(b64, a, b)  # noqa: F821 - bound to the device copy in this function's namespace
+    hashes[k] = h
     offsets[k] = a
     lengths[k] = b - a
     st[0] = k + 1

@@ -686,7 +686,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             pos += 1
 
 
-@_jit()
+@_jit(inline="always")
 def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""

@@ -812,7 +812,7 @@ def _next_member(buf, pos, n):
     return -1, 0
 
 
-@_jit()
+@_jit(inline="always")
 def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
     -2 when the intern table is full, -3 when a value gpuan reads has the wrong type (its position in

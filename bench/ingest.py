@@ -486,8 +486,8 @@ def profile_child(path: str, warmup: str | None) -> dict:
     del buf, mv
 
     spans: dict[str, list] = defaultdict(list)
-    wrapped = [(sc, "scan", "scan"), (sc, "drain", "drain"), (reader, "fill", "fill"), (reader._Reads, "_window", "fill"),
-               (reader, "_take", "take"), (reader, "_assemble", "assemble"),
+    wrapped = [(sc, "scan", "scan"), (sc, "drain", "drain"), (reader, "fill", "fill"),
+               (reader._Reads, "_window", "fill"), (reader, "_take", "take"), (reader, "_assemble", "assemble"),
                (reader, "parse_metadata", "metadata")]  # fmt: skip
     originals = []
     for module, name, key in wrapped:
@@ -1167,18 +1167,20 @@ def profile_notes(prof: dict, results: dict | None, threads: list[str]) -> list[
         if lo == hi or not ok(p2):
             continue
         e2 = p2.extra
+        # what runs while no thread scans; at `hi` threads the reading and draining run beside the scan, so
+        # only what is left with no thread scanning there (the table build, mostly) is serial
         serial1, serial2 = total - e1["scanner_s"], p2.seconds - e2["scanner_s"]
         k = int(hi) / int(lo)
-        bound = total / (serial1 + e1["scanner_s"] / k)
+        bound = total / (serial2 + (total - serial2) / k)
         eff = e2["scanner_thread_s"] / (e2["scanner_s"] * int(hi)) if e2["scanner_s"] else 0.0
         notes.append(
             f"profile, {fmt}, {lo} -> {hi} threads: gpuan.load {total:.2f} -> {p2.seconds:.2f} s "
             f"({total / p2.seconds:.2f}x); the scanner's wall {e1['scanner_s']:.2f} -> {e2['scanner_s']:.2f} s "
             f"({e1['scanner_s'] / max(e2['scanner_s'], 1e-9):.2f}x; thread-seconds {e1['scanner_thread_s']:.2f} -> "
-            f"{e2['scanner_thread_s']:.2f}, the {hi} threads busy {eff:.0%} of that wall); the rest, which does not "
-            f"scale (reading, draining, string ids, build_trace), {serial1:.2f} s at {lo} and {serial2:.2f} s at {hi}: "
-            f"with that serial part, {hi} threads can give at most {bound:.2f}x (Amdahl)"
-            + _verdict(total / p2.seconds, bound)
+            f"{e2['scanner_thread_s']:.2f}, the {hi} threads busy {eff:.0%} of that wall); what runs while no thread "
+            f"scans (reading, draining, string ids, build_trace) {serial1:.2f} s at {lo}, and at {hi}, where reading "
+            f"and draining run beside the scan, {serial2:.2f} s: with that serial part, {hi} threads can give at most "
+            f"{bound:.2f}x (Amdahl)" + _verdict(total / p2.seconds, bound)
         )
         grew = e2["scanner_thread_s"] / max(e1["scanner_thread_s"], 1e-9)
         if grew > 1.1:

@@ -1,12 +1,14 @@
 """Read a Kineto / Chrome-trace JSON file (plain or gzip) into the event table, block by block.
 
-A gzipped file streams through one reused buffer; a plain one, past its first block, is scanned where it
-lies, in its memory map, a block-sized window at a time. Each block is cut into chunks (four per thread) at
-likely event starts; the threads take the chunks in turn and the compiled scanner scans each into its own
-scratch columns, with the string table of the thread; then every chunk's start is verified against where the
-previous chunk really ended (a wrong guess is re-scanned), and the rows are drained into the output columns,
-chunk by chunk in file order, while the next block is scanned. Memory is
-bounded by the output columns plus a few fixed-size buffers, never by the input size.
+A gzipped file streams through two buffers, one read while the other is scanned; a plain one, past its first
+block, is scanned where it lies, in its memory map, a block-sized window at a time. Each block is cut into
+chunks (four per thread) at likely event starts and its chunks are queued behind the block before's; each
+scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's scratch
+columns, with the thread's own string table. Meanwhile the main thread drains the block before into the
+output columns and reads and queues the next block; then it settles the block: the event carried from the
+block before is scanned, and every chunk's start is verified against where the previous chunk really ended
+(a wrong guess is scanned again). Rows are drained chunk by chunk in file order. Memory is bounded by the
+output columns plus a few fixed-size buffers, never by the input size.
 """
 
 from __future__ import annotations

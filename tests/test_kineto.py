@@ -194,10 +194,11 @@ def test_parallel_blocks_give_the_same_table(loaded, monkeypatch, headroom):
     assert small.metadata == trace.metadata
 
 
-@pytest.mark.parametrize("threads", [2, 3])
-def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkeypatch, threads):
+@pytest.mark.parametrize("threads, gz", [(2, False), (3, False), (2, True)])
+def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkeypatch, threads, gz):
     """Whichever thread takes which chunk, and through every way a block settles (a chunk guessed to start
-    inside a string or at an object nested in args, a full scratch, a full string table), the strings are
+    inside a string or at an object nested in args, a full scratch, a full string table; for a .json.gz with
+    little headroom, events joined to the block after them, whose chunk scans are dropped), the strings are
     numbered the same way in every read and the table is the one thread's."""
     rng = np.random.default_rng(7)
     # ', {' inside names: guessed chunk starts inside strings; more string bytes than a thread's first
@@ -213,6 +214,10 @@ def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkey
              "tid": int(i) % 7, "ts": j, "dur": 1, "args": {"correlation": j, "stream": 7, "frames": frames}}
         )  # fmt: skip
     path = write_json(tmp_path, "many.json", {"traceEvents": events})
+    if gz:
+        path.with_suffix(".json.gz").write_bytes(gzip.compress(path.read_bytes(), 1))
+        path = path.with_suffix(".json.gz")
+        monkeypatch.setattr(reader, "HEADROOM", 96)
     one = reader.scan_file(str(path), threads=1)
     want = gpuan.trace.kineto.build_trace(one, source=str(path))
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 18)
@@ -264,6 +269,35 @@ def test_a_scan_that_raises_in_a_thread_is_raised_and_leaves_no_thread(tmp_path,
     with pytest.raises(RuntimeError, match="scan failed in a thread"):
         reader.scan_file(str(path), threads=2)
     assert calls["thread"] >= 5 and not _scan_threads()
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, monkeypatch, suffix, threads):
+    """An event longer than many blocks is scanned from its start again in each block it reaches; the blocks
+    after it grow with it, so the bytes the scanner walks stay a small multiple of the file (a 2 MB event in
+    32 KB blocks walked 63 MB of a plain .json when they did not), and the table is the one of one block."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 1, "ts": i, "dur": 1} for i in range(3000)]
+    events.insert(1500, {"ph": "X", "cat": "kernel", "name": "long" * 500_000, "pid": 0, "tid": 1, "ts": 1, "dur": 1})
+    path = write_json(tmp_path, "long.json", {"traceEvents": events})
+    size = path.stat().st_size
+    if suffix == ".json.gz":
+        path.with_suffix(".json.gz").write_bytes(gzip.compress(path.read_bytes(), 1))
+        path = path.with_suffix(".json.gz")
+    want = gpuan.trace.kineto.build_trace(reader.scan_file(str(path), threads=1), source="t")
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    scan, walked = reader.sc.scan, Counter()
+
+    def counting(buf, b64, pos, end, n, *rest):
+        status, stop, rows = scan(buf, b64, pos, end, n, *rest)
+        walked["bytes"] += (n if status == reader.sc.NEED_MORE else stop) - pos
+        return status, stop, rows
+
+    monkeypatch.setattr(reader.sc, "scan", counting)
+    got = gpuan.trace.kineto.build_trace(reader.scan_file(str(path), threads=threads), source="t")
+    assert got.events.equals(want.events)
+    assert walked["bytes"] < 6 * size
 
 
 def test_parts_left_part_way_leave_no_thread(tmp_path, monkeypatch):
@@ -409,7 +443,7 @@ def test_map_window_stops_short_of_the_last_bytes(tmp_path, monkeypatch, beyond)
 
     with open_bytes(path) as src:
         whole = src.mapped()
-        block = reader._Reads(src, whole, at)._window(reader._Scratch(0, 16), 0)
+        block = reader._Reads(src, whole, at, [])._window(reader.BLOCK_BYTES, reader._Scratch(0, 16), 0)
         if beyond == 0:
             assert block.buf is whole and (block.lo, block.n, block.eof) == (at, at + 4096, False)
             assert block.n + reader.SLACK <= whole.size

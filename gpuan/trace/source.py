@@ -37,7 +37,6 @@ class ByteSource:
         self._raw = raw
         self._stream = stream
         self.total = os.fstat(raw.fileno()).st_size
-        self._base = 0  # uncompressed offset of the current buffer's first byte
         self._mapped_to: int | None = None  # for a mapped file: how far into it the reader is
 
     def mapped(self) -> np.ndarray | None:
@@ -56,10 +55,8 @@ class ByteSource:
         return np.frombuffer(view, np.uint8)
 
     def map_at(self, upto: int) -> None:
-        """Note that the reader now reads from the memory map and holds the file's bytes up to offset
-        `upto`; positions count from the file's start again (:meth:`advance` moves them on, for a copy of
-        the map's last bytes)."""
-        self._base = 0
+        """Note that the reader now reads from the memory map and holds the file's bytes up to offset `upto`
+        (for :meth:`consumed`)."""
         self._mapped_to = upto
 
     def expected_size(self) -> int:
@@ -91,14 +88,6 @@ class ByteSource:
         while n := self.readinto(mv):
             chunks.append(bytes(mv[:n]))
         return b"".join(chunks)
-
-    def advance(self, nbytes: int) -> None:
-        """Note that the first nbytes of the current buffer have been consumed."""
-        self._base += nbytes
-
-    def offset_of(self, pos: int) -> int:
-        """Return the uncompressed file offset of position pos in the current buffer."""
-        return self._base + pos
 
     def consumed(self) -> int:
         """Return how many bytes of the file on disk have been read."""

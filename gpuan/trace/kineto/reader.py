@@ -315,8 +315,8 @@ def scan_parts(
     cap = BLOCK_BYTES // max(chunks, 1) // BYTES_PER_ROW + 64
     # one table per scanning thread, and one (the last) for what the main thread scans
     tables = [StringTable() for _ in range(1 if threads == 1 else threads + 1)]
-    # one block's rows wait in one scratch while the next block is scanned into the other
-    scratches = [_Scratch(chunks, cap) for _ in range(2)]
+    # in parallel, one block's rows wait in one scratch while the next block is scanned into the other
+    scratches = [_Scratch(chunks, cap) for _ in range(2 if chunks else 1)]
 
     with open_bytes(path) as src, _Workers(threads if chunks else 0, tables) as workers:
         expected = src.expected_size() // MIN_EVENT_BYTES + 1024
@@ -324,7 +324,7 @@ def scan_parts(
         head = read_head(src, path, BLOCK_BYTES)
         text = head.text
         # past the head, an uncompressed file is scanned where it lies, in its memory map: no copies
-        reads = _Reads(src, None if head.eof else src.mapped(), head.have)
+        reads = _Reads(src, None if head.eof else src.mapped(), head.have, tables)
         block = _plan(head.buf, head.pos, head.have, 0, head.eof, scratches[0], chunks, exact=True)
         workers.queue(block)
         del head
@@ -340,8 +340,8 @@ def scan_parts(
                 _drain(waiting, out, tables)
                 waiting = None
                 reads.give_back()
-                scratch = next(s for s in scratches if s is not block.scratch)
-                following = None if block.eof else reads.next_block(block, scratch, chunks)
+                scratch = next((s for s in scratches if s is not block.scratch), block.scratch)
+                following = None if block.eof else reads.next_block(block, pos, scratch, chunks)
                 if following is not None:
                     workers.queue(following)
                 block.wait()
@@ -368,7 +368,7 @@ def scan_parts(
                     drained = index
                     out.clear()
                 reads.scanned_to(block, pos)
-                pos, block = _carry(block, pos, following, reads.mapped)
+                pos, block = reads.carry(block, pos, following, out)
             tail = block.buf[pos : block.n].tobytes() + reads.rest(block, following)
         finally:
             for b in (block, following):
@@ -442,7 +442,7 @@ def _plan(buf, lo, n, base, eof, scratch, chunks, *, exact, error=None) -> _Bloc
     starts = np.empty(count, np.int64)
     step = (n - lo) // max(count, 1)
     for k in range(count):
-        guess = lo if k == 0 and exact else sc.find_chunk_start(buf, lo + k * step, n)
+        guess = lo if k == 0 and exact else sc.find_chunk_start(buf, lo, lo + k * step, n)
         starts[k] = max(guess, starts[k - 1]) if k else guess
     ends = np.append(starts[1:], n).astype(np.int64)
     return _Block(buf, lo, n, base, eof, scratch, starts, ends, error=error)
@@ -450,7 +450,7 @@ def _plan(buf, lo, n, base, eof, scratch, chunks, *, exact, error=None) -> _Bloc
 
 class _Workers:
     """The scanning threads: each takes the next chunk queued (of any block), scans it with its own string
-    table into the chunk's scratch slot, and takes the next; started when the first chunks are queued."""
+    table into the chunk's scratch slot, and takes the next."""
 
     def __init__(self, threads: int, tables: list[StringTable]) -> None:
         self._count = threads
@@ -460,17 +460,24 @@ class _Workers:
 
     def queue(self, block: _Block) -> None:
         """Queue the block's chunks, in file order."""
-        if block.starts.size and not self._threads:
-            self._threads = [
-                threading.Thread(target=self._work, args=(t,), name=f"gpuan-scan-{t}", daemon=True)
-                for t in range(self._count)
-            ]
-            for th in self._threads:
-                th.start()
-        for k in range(block.starts.size):
-            self._tasks.put((block, k))
+        k = 0
+        try:
+            for k in range(block.starts.size):
+                self._tasks.put((block, k))
+        except BaseException:  # (an interrupt) the chunks not queued count as done, so that no one waits for them
+            for _ in range(k, block.starts.size):
+                block.finish_one()
+            raise
 
     def __enter__(self) -> _Workers:
+        try:
+            for t in range(self._count):
+                th = threading.Thread(target=self._work, args=(t,), name=f"gpuan-scan-{t}", daemon=True)
+                th.start()
+                self._threads.append(th)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -540,6 +547,7 @@ def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected):
         scratch.note_wrong_type(status, GAP, rows)
         _take(again, scratch.o64[GAP], scratch.o32[GAP], rows, out, tables)
         if status != sc.OK_END or count == 0:
+            _number_strings(results, out, tables)
             return status, pos, None
     resume, clean = pos, True  # every chunk started where the one before ended, and only the last stopped short
     for k, r in enumerate(results):
@@ -570,26 +578,17 @@ def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected):
         scratch.note_wrong_type(status, k, rows)
         _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
         if status != sc.OK_END:
+            _number_strings(results[k + 1 :], out, tables)
             return status, pos, None
     return sc.NEED_MORE, pos, None
 
 
-def _carry(block: _Block, pos: int, following: _Block, mapped: np.ndarray | None) -> tuple[int, _Block]:
-    """Put the unfinished event block.buf[pos:n] just before the following block's bytes; returns (where
-    the following block's rows start, the following block, or one in its stead where the event is longer
-    than the room before those bytes: both in one new buffer, without chunks)."""
-    if following.buf is mapped:  # a window of the file's map, which holds the event just before it
-        return block.base + pos, following
-    keep = block.n - pos
-    if keep <= following.lo:
-        following.buf[following.lo - keep : following.lo] = block.buf[pos : block.n]
-        return following.lo - keep, following
-    following.cancel()
-    got = following.n - following.lo
-    joined = np.empty(max(2 * (keep + got), BLOCK_BYTES) + SLACK, np.uint8)
-    joined[:keep] = block.buf[pos : block.n]
-    joined[keep : keep + got] = following.buf[following.lo : following.n]
-    return 0, _plan(joined, 0, keep + got, block.base + pos, following.eof, following.scratch, 0, exact=True)
+def _number_strings(results: list[_Scanned | None], out: Collected, tables: list[StringTable]) -> None:
+    """Number the strings that chunk scans whose rows are dropped met, in file order: otherwise they would be
+    numbered when their tables' next chunks are taken, in an order that depends on which thread took what."""
+    for r in results:
+        if r is not None:
+            out.strings.update(r.table, tables, r.known)
 
 
 class _Reads:
@@ -597,37 +596,64 @@ class _Reads:
     bytes copied into a padded buffer), or for a compressed file the next bytes read into a spare buffer;
     and the map's pages given back once scanned."""
 
-    def __init__(self, src: ByteSource, mapped: np.ndarray | None, have: int) -> None:
+    def __init__(self, src: ByteSource, mapped: np.ndarray | None, have: int, tables: list[StringTable]) -> None:
         self.src = src
         self.mapped = mapped
+        self.tables = tables
         self.read = have  # the file's bytes read or mapped so far
         self.spare: np.ndarray | None = None  # the buffer of the block before the last one read
         self.released = 0  # the map's pages before this offset were given back (or are in `behind`)
         self.behind: np.ndarray | None = None  # scanned pages of the map, given back during the next scan
 
-    def next_block(self, block: _Block, scratch: _Scratch, chunks: int) -> _Block:
+    def next_block(self, block: _Block, pos: int, scratch: _Scratch, chunks: int) -> _Block:
         """Return the bytes after the block's as a block planned into `scratch` (the bytes that cannot be
-        read: a block without bytes whose `error` says why, raised where they are needed)."""
+        read: a block without bytes whose `error` says why, raised where they are needed). Where the event
+        carried into the block from `pos` is already longer than half a block, the block after it is made
+        twice as long as that event so far, without chunks: the event is scanned from its start again in
+        each block it reaches, so blocks growing with it keep that linear in its length."""
+        carried = block.lo - pos
+        size = BLOCK_BYTES if carried <= BLOCK_BYTES // 2 else max(BLOCK_BYTES, 2 * (block.n - pos))
+        chunks = chunks if size == BLOCK_BYTES else 0
         if self.mapped is not None:
-            return self._window(scratch, chunks)
+            return self._window(size, scratch, chunks)
         spare = self.spare if self.spare is not None and self.spare is not block.buf else None
-        if spare is None or spare.size < HEADROOM + BLOCK_BYTES + SLACK:
-            spare = np.empty(HEADROOM + BLOCK_BYTES + SLACK, np.uint8)
+        if spare is None or spare.size < HEADROOM + size + SLACK:
+            spare = np.empty(HEADROOM + size + SLACK, np.uint8)
         self.spare = block.buf
         base = self.read - HEADROOM
         try:
-            held, at_end = fill(self.src, spare, HEADROOM)
+            held, at_end = fill(self.src, spare[: HEADROOM + size + SLACK], HEADROOM)
         except TraceError as e:  # unreadable bytes ahead: said when they are needed, after this block's own
             return _plan(spare, HEADROOM, HEADROOM, base, False, scratch, 0, exact=False, error=e)
         self.read += held - HEADROOM
         return _plan(spare, HEADROOM, held, base, at_end, scratch, chunks, exact=False)
 
-    def _window(self, scratch: _Scratch, chunks: int) -> _Block:
-        """The map's next block of bytes; or near its end the file's last bytes copied into a padded buffer
+    def carry(self, block: _Block, pos: int, following: _Block, out: Collected) -> tuple[int, _Block]:
+        """Put the unfinished event block.buf[pos:n] just before the following block's bytes; returns (where
+        the following block's rows start, the following block, or one in its stead where the event is longer
+        than the room before those bytes: both in one new buffer, without chunks, the strings the following
+        block's chunk scans met numbered in file order)."""
+        if following.buf is self.mapped:  # a window of the file's map, which holds the event just before it
+            return block.base + pos, following
+        keep = block.n - pos
+        if keep <= following.lo:
+            following.buf[following.lo - keep : following.lo] = block.buf[pos : block.n]
+            return following.lo - keep, following
+        following.wait()
+        _number_strings(following.results, out, self.tables)
+        got = following.n - following.lo
+        joined = np.empty(keep + got + SLACK, np.uint8)
+        joined[:keep] = block.buf[pos : block.n]
+        joined[keep : keep + got] = following.buf[following.lo : following.n]
+        # lo: where the following block's bytes start, so that the next block knows how long the event is
+        return 0, _plan(joined, keep, keep + got, block.base + pos, following.eof, following.scratch, 0, exact=True)
+
+    def _window(self, size: int, scratch: _Scratch, chunks: int) -> _Block:
+        """The map's next `size` bytes; or near its end the file's last bytes copied into a padded buffer
         (with room before them for the event carried into it), since the scanner's word reads past the
         data need memory that the map's end lacks."""
         at, whole = self.read, self.mapped
-        end = at + BLOCK_BYTES
+        end = at + size
         if end <= whole.size - SLACK:
             self.read = end
             self.src.map_at(end)

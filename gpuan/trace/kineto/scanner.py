@@ -997,17 +997,19 @@ def scan(buf, b64, pos, end, n, o64, o32, row0, tkeys, tvals, pool64, uoff, ulen
 
 
 @_jit()
-def find_chunk_start(buf, pos, n):
-    """Return the first position >= pos holding a '{' whose previous non-blank byte is ','; n if none.
+def find_chunk_start(buf, lo, pos, n):
+    """Return the first position >= pos holding a '{' whose previous non-blank byte, at lo or after, is ',';
+    n if none.
 
-    Such a position is very likely an event start; reader.py verifies it before trusting it.
+    Such a position is very likely an event start; reader.py verifies it before trusting it. (Bytes before
+    lo may be left over from an earlier read: a guess made from them would differ from run to run.)
     """
     while pos < n:
         if buf[pos] == OPEN_OBJECT:
             q = pos - 1
-            while q >= 0 and _is_ws(buf[q]):
+            while q >= lo and _is_ws(buf[q]):
                 q -= 1
-            if q >= 0 and buf[q] == COMMA:
+            if q >= lo and buf[q] == COMMA:
                 return pos
         pos += 1
     return n

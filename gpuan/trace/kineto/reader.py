@@ -360,8 +360,8 @@ def scan_parts(
                 # NEED_MORE: the block's last event goes on into the next block
                 if following is None:
                     raise TraceError(path, "trace ends in the middle of the events (truncated file)")
-                if following.error is not None:
-                    raise following.error
+                if following.unreadable is not None:
+                    raise following.unreadable
                 if part_rows is not None and out.rows + int(out.f_count[0]) >= part_rows:
                     yield _assemble(out, {}, first_row, last=False)
                     first_row += out.rows
@@ -404,7 +404,8 @@ class _Block:
     starts: np.ndarray
     ends: np.ndarray
     results: list[_Scanned | None] = field(init=False)
-    error: BaseException | None = None  # what a thread's scan raised, or (with no chunks) why no bytes came
+    unreadable: TraceError | None = None  # why the block has no bytes: they could not be read
+    error: BaseException | None = None  # what a thread's scan raised
     cancelled: bool = False  # its chunks are no longer wanted: the threads skip those not started
     _left: int = field(init=False)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -426,7 +427,7 @@ class _Block:
     def wait(self) -> None:
         """Wait until every chunk is scanned; raise what a thread's scan raised."""
         self._done.wait()
-        if self.error is not None and self.starts.size:
+        if self.error is not None:
             raise self.error
 
     def cancel(self) -> None:
@@ -435,17 +436,17 @@ class _Block:
         self._done.wait()
 
 
-def _plan(buf, lo, n, base, eof, scratch, chunks, *, exact, error=None) -> _Block:
+def _plan(buf, lo, n, base, eof, scratch, chunks, *, exact, unreadable=None) -> _Block:
     """Return the block buf[lo:n] cut into `chunks` chunks (none if it is small): the first starts at lo
     where `exact` (lo is an event start), else, like the others, at the first likely event start found."""
-    count = chunks if n - lo >= MIN_PARALLEL_BYTES and error is None else 0
+    count = chunks if n - lo >= MIN_PARALLEL_BYTES else 0
     starts = np.empty(count, np.int64)
     step = (n - lo) // max(count, 1)
     for k in range(count):
         guess = lo if k == 0 and exact else sc.find_chunk_start(buf, lo, lo + k * step, n)
         starts[k] = max(guess, starts[k - 1]) if k else guess
     ends = np.append(starts[1:], n).astype(np.int64)
-    return _Block(buf, lo, n, base, eof, scratch, starts, ends, error=error)
+    return _Block(buf, lo, n, base, eof, scratch, starts, ends, unreadable=unreadable)
 
 
 class _Workers:
@@ -607,7 +608,7 @@ class _Reads:
 
     def next_block(self, block: _Block, pos: int, scratch: _Scratch, chunks: int) -> _Block:
         """Return the bytes after the block's as a block planned into `scratch` (the bytes that cannot be
-        read: a block without bytes whose `error` says why, raised where they are needed). Where the event
+        read: a block without bytes whose `unreadable` says why, raised where they are needed). Where the event
         carried into the block from `pos` is already longer than half a block, the block after it is made
         twice as long as that event so far, without chunks: the event is scanned from its start again in
         each block it reaches, so blocks growing with it keep that linear in its length."""
@@ -624,7 +625,7 @@ class _Reads:
         try:
             held, at_end = fill(self.src, spare[: HEADROOM + size + SLACK], HEADROOM)
         except TraceError as e:  # unreadable bytes ahead: said when they are needed, after this block's own
-            return _plan(spare, HEADROOM, HEADROOM, base, False, scratch, 0, exact=False, error=e)
+            return _plan(spare, HEADROOM, HEADROOM, base, False, scratch, 0, exact=False, unreadable=e)
         self.read += held - HEADROOM
         return _plan(spare, HEADROOM, held, base, at_end, scratch, chunks, exact=False)
 
@@ -685,8 +686,8 @@ class _Reads:
         rest = b""
         if following is not None:
             following.cancel()
-            if following.error is not None and not following.starts.size:
-                raise following.error
+            if following.unreadable is not None:
+                raise following.unreadable
             rest = following.buf[following.lo : following.n].tobytes()
             block = following
         if block.eof:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
 import threading
 import zlib
 from collections import Counter, defaultdict
@@ -368,18 +369,26 @@ def _events_text(n: int, first: int = 0) -> str:
     )
 
 
+def _ending(text: bytes, room: bool) -> bytes:
+    """Return `text` with spaces after it, so that a file of it ends where its map's last page has room
+    for the scanner's word reads past the data (halfway through the page), or on a page's end (none)."""
+    return text + b" " * (((mmap.PAGESIZE // 2 if room else 0) - len(text)) % mmap.PAGESIZE)
+
+
 @pytest.mark.parametrize(
     "layout",
     [
         "events ending in the head, a long tail",  # the tail read from the map past the head
         "a key after the events longer than two windows",  # the events end in a window of the map
-        "events to the last bytes",  # the events end in the copied last bytes
+        "events to the last bytes",  # the events end in the last bytes: in the map, or copied
     ],
 )
 @pytest.mark.parametrize("threads", [1, 2])
-def test_plain_json_map_ends_wherever_the_events_end(tmp_path, monkeypatch, layout, threads):
+@pytest.mark.parametrize("room", [True, False], ids=["room past the end", "no room past the end"])
+def test_plain_json_map_ends_wherever_the_events_end(tmp_path, monkeypatch, layout, threads, room):
     """Wherever the events array ends (in the head, in a window of the map, in the last bytes, which are
-    copied), the file's keys after it are read whole and the table is the gzipped stream's."""
+    copied where the map's last page has no room for the scanner's reads past them), the file's keys after
+    it are read whole and the table is the gzipped stream's."""
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
     if layout.startswith("events ending in the head"):
@@ -390,6 +399,7 @@ def test_plain_json_map_ends_wherever_the_events_end(tmp_path, monkeypatch, layo
         events, after = _events_text(3000), {}
     text = ('{"schemaVersion": 1, "traceEvents": [\n' + events + "\n]" + "".join(
         f", {json.dumps(k)}: {json.dumps(v)}" for k, v in after.items()) + "}").encode()  # fmt: skip
+    text = _ending(text, room)
     plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text, 1))
@@ -431,10 +441,32 @@ def test_plain_json_parts_read_as_the_stream(data_dir, tmp_path, monkeypatch):
     assert mapped_names == streamed_names
 
 
+@pytest.mark.parametrize("room", [True, False], ids=["room past the end", "no room past the end"])
+def test_map_window_reaches_the_files_end_where_the_map_holds_the_reads_past_it(tmp_path, monkeypatch, room):
+    """Where the map's last page holds SLACK bytes past the file's end, the last window is the map's, up to
+    that end; where it does not, the last bytes are copied into a padded buffer."""
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)
+    path = tmp_path / "t.json"
+    path.write_bytes(_ending(b" " * 10_000, room))
+    from gpuan.trace.source import open_bytes
+
+    with open_bytes(path) as src:
+        whole = src.mapped(past=reader.SLACK)
+        assert whole.size == src.total + (reader.SLACK if room else 0)
+        at = src.total - 3000
+        block = reader._Reads(src, whole, at, [])._window(reader.BLOCK_BYTES, reader._Scratch(0, 16), 0)
+        assert block.eof and block.base + block.n == src.total and block.buf.size >= block.n + reader.SLACK
+        assert (block.buf is whole) == room
+        assert bytes(block.buf[block.lo : block.n]) == path.read_bytes()[at:]
+        if room:
+            assert not whole[src.total :].any()  # the page's bytes past the file's end read as zeros
+
+
 @pytest.mark.parametrize("beyond", [0, 1])
 def test_map_window_stops_short_of_the_last_bytes(tmp_path, monkeypatch, beyond):
-    """A window of the map may end at most SLACK bytes before the file's end (the scanner's word reads past
-    a window's end stay inside the map); one byte further and the rest is copied into a padded buffer."""
+    """In a map without room past the file's end, a window may end at most SLACK bytes before the file's end
+    (the scanner's word reads past a window's end stay inside the map); one byte further and the rest is
+    copied into a padded buffer."""
     monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)
     path = tmp_path / "t.json"
     at = 1000
@@ -463,8 +495,9 @@ def _same_trace(a, b) -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, monkeypatch, threads):
-    """Past its head, a plain .json is scanned where it lies, in its memory map, window by window; with tiny
+@pytest.mark.parametrize("room", [True, False], ids=["room past the end", "no room past the end"])
+def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, monkeypatch, threads, room):
+    """A plain .json is scanned where it lies, in its memory map, window by window, its head too; with tiny
     windows (events cut at every window's end), an event longer than several windows and the file's keys
     after the events, it gives the table that the same bytes gzipped give through read buffers, and the
     progress it reports grows to the last window."""
@@ -472,7 +505,7 @@ def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, m
     assert text.rstrip().endswith(b"}") and text.index(b'"traceName"') > text.index(b"traceEvents")
     long_event = {"ph": "X", "cat": "kernel", "name": "k" * 200_000, "pid": 0, "tid": 7, "ts": 1.5, "dur": 2}
     at = text.index(b"\n  {\n", len(text) // 2) + 1  # an event's start, far past the head
-    text = text[:at] + json.dumps(long_event).encode() + b",\n" + text[at:]
+    text = _ending(text[:at] + json.dumps(long_event).encode() + b",\n" + text[at:], room)
     plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text, 1))
@@ -485,7 +518,7 @@ def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, m
         reader.scan_file(str(plain), threads=threads, progress=lambda done, total: seen.append((done, total))),
         source="t",
     )
-    assert len(reads) == 1  # the head's read; from there on, the map
+    assert not reads  # no read: the map from the first byte
     streamed = gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=1), source="t")
     assert len(reads) > 100
     _same_trace(mapped, streamed)
@@ -493,6 +526,25 @@ def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, m
     assert mapped.metadata["file"]["traceName"] == "/tmp/tmpu3g3sevh.json"  # a key after the events
     done = [d for d, _ in seen]
     assert done == sorted(done) and {t for _, t in seen} == {len(text)} and done[-1] > len(text) - (1 << 16)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("room", [True, False], ids=["room past the end", "no room past the end"])
+def test_a_small_plain_json_is_scanned_in_its_map_where_its_last_page_has_room(tmp_path, monkeypatch, threads, room):
+    """A file smaller than a block is scanned in its map, with no read, where the map's last page holds the
+    scanner's reads past its end; else it is read into a padded buffer. Both give the gzipped stream's table."""
+    text = _ending(('{"traceEvents": [\n' + _events_text(40) + '\n], "traceName": "t"}').encode(), room)
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, 1))
+    reads = []
+    fill = reader.fill
+    monkeypatch.setattr(reader, "fill", lambda *a: reads.append(1) or fill(*a))
+    mapped = gpuan.trace.kineto.build_trace(reader.scan_file(str(plain), threads=threads), source="t")
+    assert bool(reads) != room
+    streamed = gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=1), source="t")
+    _same_trace(mapped, streamed)
+    assert mapped.events.num_rows == 40 and mapped.metadata["file"]["traceName"] == "t"
 
 
 @pytest.mark.parametrize("damage", ["malformed", "truncated"])

@@ -39,9 +39,11 @@ class ByteSource:
         self.total = os.fstat(raw.fileno()).st_size
         self._mapped_to: int | None = None  # for a mapped file: how far into it the reader is
 
-    def mapped(self) -> np.ndarray | None:
+    def mapped(self, past: int = 0) -> np.ndarray | None:
         """Return the whole file as a byte array over a private memory map where its bytes are the trace's
-        own (not compressed) and it can be mapped (a regular file, not a pipe), else None.
+        own (not compressed) and it can be mapped (a regular file, not a pipe), else None. The array runs on
+        `past` bytes past the file's end (zeros) where the map's last page holds them, for reads past the
+        data that must not leave the map; it then has ``total + past`` bytes.
 
         Reading from the map spares the copy of every byte into a read buffer, a copy that costs most
         where other threads are scanning beside it. The array is writable only in type (numba compiles
@@ -52,7 +54,11 @@ class ByteSource:
             view = mmap.mmap(self._raw.fileno(), 0, access=mmap.ACCESS_COPY)
         except (OSError, ValueError):
             return None
-        return np.frombuffer(view, np.uint8)
+        whole = np.frombuffer(view, np.uint8)
+        if past and (-self.total) % mmap.PAGESIZE >= past:
+            # a map covers whole pages: the last one's bytes past the file's end are there, and zero
+            whole = np.lib.stride_tricks.as_strided(whole, (self.total + past,), writeable=True)
+        return whole
 
     def map_at(self, upto: int) -> None:
         """Note that the reader now reads from the memory map and holds the file's bytes up to offset `upto`

@@ -1,7 +1,7 @@
 """Read a Kineto / Chrome-trace JSON file (plain or gzip) into the event table, block by block.
 
-A gzipped file streams through two buffers, one read while the other is scanned; a plain one, past its first
-block, is scanned where it lies, in its memory map, a block-sized window at a time. Each block is cut into
+A gzipped file streams through two buffers, one read while the other is scanned; a plain one is scanned where
+it lies, in its memory map, a block-sized window at a time. Each block is cut into
 chunks (four per thread) at likely event starts and its chunks are queued behind the block before's; each
 scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's scratch
 columns, with the thread's own string table. Meanwhile the main thread drains the block before into the
@@ -321,10 +321,16 @@ def scan_parts(
     with open_bytes(path) as src, _Workers(threads if chunks else 0, tables) as workers:
         expected = src.expected_size() // MIN_EVENT_BYTES + 1024
         out = Collected(len(tables), expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
-        head = read_head(src, path, BLOCK_BYTES)
+        # an uncompressed file is scanned where it lies, in its memory map: no copies (its head too, where
+        # the map holds the bytes the scanner's word reads touch past the data)
+        mapped = src.mapped(past=SLACK)
+        head = _head_in_map(path, mapped, src.total) if mapped is not None else None
+        if head is None:
+            head = read_head(src, path, BLOCK_BYTES)
+        else:
+            src.map_at(head.have)
         text = head.text
-        # past the head, an uncompressed file is scanned where it lies, in its memory map: no copies
-        reads = _Reads(src, None if head.eof else src.mapped(), head.have, tables)
+        reads = _Reads(src, None if head.eof and head.buf is not mapped else mapped, head.have, tables)
         block = _plan(head.buf, head.pos, head.have, 0, head.eof, scratches[0], chunks, exact=True)
         workers.queue(block)
         del head
@@ -599,6 +605,7 @@ class _Reads:
 
     def __init__(self, src: ByteSource, mapped: np.ndarray | None, have: int, tables: list[StringTable]) -> None:
         self.src = src
+        self.size = src.total  # the file's bytes (`mapped` may hold SLACK zeros past them)
         self.mapped = mapped
         self.tables = tables
         self.read = have  # the file's bytes read or mapped so far
@@ -650,21 +657,22 @@ class _Reads:
         return 0, _plan(joined, keep, keep + got, block.base + pos, following.eof, following.scratch, 0, exact=True)
 
     def _window(self, size: int, scratch: _Scratch, chunks: int) -> _Block:
-        """The map's next `size` bytes; or near its end the file's last bytes copied into a padded buffer
-        (with room before them for the event carried into it), since the scanner's word reads past the
-        data need memory that the map's end lacks."""
-        at, whole = self.read, self.mapped
-        end = at + size
-        if end <= whole.size - SLACK:
+        """The map's next `size` bytes (up to the file's end where the map holds SLACK bytes past it); or near
+        the end of a map without them, the file's last bytes copied into a padded buffer (with room before
+        them for the event carried into it), since the scanner's word reads past the data need memory that
+        such a map's end lacks."""
+        at, whole, total = self.read, self.mapped, self.size
+        end = min(at + size, total)
+        if end + SLACK <= whole.size:
             self.read = end
             self.src.map_at(end)
             will_need(whole[end : end + BLOCK_BYTES])  # the next window's pages read from disk meanwhile
-            return _plan(whole, at, end, 0, False, scratch, chunks, exact=False)
-        last = np.empty(HEADROOM + whole.size - at + SLACK, np.uint8)
-        last[HEADROOM : HEADROOM + whole.size - at] = whole[at:]
-        self.read = whole.size
-        self.src.map_at(whole.size)
-        return _plan(last, HEADROOM, HEADROOM + whole.size - at, at - HEADROOM, True, scratch, chunks, exact=False)
+            return _plan(whole, at, end, 0, end == total, scratch, chunks, exact=False)
+        last = np.empty(HEADROOM + total - at + SLACK, np.uint8)
+        last[HEADROOM : HEADROOM + total - at] = whole[at:total]
+        self.read = total
+        self.src.map_at(total)
+        return _plan(last, HEADROOM, HEADROOM + total - at, at - HEADROOM, True, scratch, chunks, exact=False)
 
     def scanned_to(self, block: _Block, pos: int) -> None:
         """Note that the file's bytes before block.buf[pos] are scanned: the map's pages before it are given
@@ -693,7 +701,7 @@ class _Reads:
         if block.eof:
             return rest
         if self.mapped is not None:
-            return rest + self.mapped[self.read :].tobytes()
+            return rest + self.mapped[self.read : self.size].tobytes()
         return rest + self.src.read_rest()
 
 
@@ -708,6 +716,22 @@ class Head:
     eof: bool
     pos: int
     text: bytes | None
+
+
+def _head_in_map(path: str, mapped: np.ndarray, size: int) -> Head | None:
+    """Return the head of a trace of `size` bytes that `mapped` holds (see :func:`read_head`), in the map
+    itself: no read, no copy; or None where the scanner's word reads past the head would leave the map (a
+    file that ends near its last page's end, read instead)."""
+    have = min(size, BLOCK_BYTES)
+    while have + SLACK <= mapped.size:
+        kind, pos = sc.find_events_array(mapped, have)
+        if kind == -1 or (kind == 0 and have == size):
+            raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
+        if kind > 0:
+            will_need(mapped[:have])
+            return Head(mapped, have, have == size, pos, mapped[: pos - 1].tobytes() if kind == 1 else None)
+        have = min(size, have * 2)
+    return None
 
 
 def read_head(src: ByteSource, path: str, block: int) -> Head:

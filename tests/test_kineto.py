@@ -369,10 +369,12 @@ def _events_text(n: int, first: int = 0) -> str:
     )
 
 
-def _ending(text: bytes, room: bool) -> bytes:
+def _ending(text: bytes, room: bool | int) -> bytes:
     """Return `text` with spaces after it, so that a file of it ends where its map's last page has room
-    for the scanner's word reads past the data (halfway through the page), or on a page's end (none)."""
-    return text + b" " * (((mmap.PAGESIZE // 2 if room else 0) - len(text)) % mmap.PAGESIZE)
+    for the scanner's word reads past the data (True: halfway through the page) or none (False: on a
+    page's end); an int: that many bytes of the last page left past the file's end."""
+    left = room if not isinstance(room, bool) else mmap.PAGESIZE // 2 if room else 0
+    return text + b" " * ((-left - len(text)) % mmap.PAGESIZE)
 
 
 @pytest.mark.parametrize(
@@ -441,16 +443,19 @@ def test_plain_json_parts_read_as_the_stream(data_dir, tmp_path, monkeypatch):
     assert mapped_names == streamed_names
 
 
-@pytest.mark.parametrize("room", [True, False], ids=["room past the end", "no room past the end"])
-def test_map_window_reaches_the_files_end_where_the_map_holds_the_reads_past_it(tmp_path, monkeypatch, room):
-    """Where the map's last page holds SLACK bytes past the file's end, the last window is the map's, up to
-    that end; where it does not, the last bytes are copied into a padded buffer."""
+@pytest.mark.parametrize("left", [2048, reader.SLACK, reader.SLACK - 1, 0])
+def test_map_window_reaches_the_files_end_where_the_map_holds_the_reads_past_it(tmp_path, monkeypatch, left):
+    """Where the map's last page holds SLACK bytes past the file's end (`left` bytes are left there), the
+    last window is the map's, up to that end; where it does not, the last bytes are copied into a padded
+    buffer."""
     monkeypatch.setattr(reader, "BLOCK_BYTES", 4096)
     path = tmp_path / "t.json"
-    path.write_bytes(_ending(b" " * 10_000, room))
+    path.write_bytes(_ending(b" " * 10_000, left))
+    room = left >= reader.SLACK
     from gpuan.trace.source import open_bytes
 
     with open_bytes(path) as src:
+        assert (-src.total) % mmap.PAGESIZE == left
         whole = src.mapped(past=reader.SLACK)
         assert whole.size == src.total + (reader.SLACK if room else 0)
         at = src.total - 3000
@@ -537,6 +542,7 @@ def test_a_small_plain_json_is_scanned_in_its_map_where_its_last_page_has_room(t
     plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text, 1))
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)  # chunks at 2 threads
     reads = []
     fill = reader.fill
     monkeypatch.setattr(reader, "fill", lambda *a: reads.append(1) or fill(*a))

@@ -55,6 +55,7 @@ class ByteSource:
         except (OSError, ValueError):
             return None
         whole = np.frombuffer(view, np.uint8)
+        self.total = whole.size  # the bytes the map holds (the file may have changed since it was opened)
         if past and (-self.total) % mmap.PAGESIZE >= past:
             # a map covers whole pages: the last one's bytes past the file's end are there, and zero
             whole = np.lib.stride_tricks.as_strided(whole, (self.total + past,), writeable=True)

@@ -330,7 +330,8 @@ def scan_parts(
         else:
             src.map_at(head.have)
         text = head.text
-        reads = _Reads(src, None if head.eof and head.buf is not mapped else mapped, head.have, tables)
+        reads = _Reads(src, None if head.eof else mapped, head.have, tables)
+        del mapped  # held by the reads (and the head) while needed, not past them
         block = _plan(head.buf, head.pos, head.have, 0, head.eof, scratches[0], chunks, exact=True)
         workers.queue(block)
         del head

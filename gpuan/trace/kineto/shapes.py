@@ -13,29 +13,21 @@ import re
 # a JSON string (escapes kept as written); split on it, a text alternates between what lies between
 # strings and the strings themselves
 _STRING = re.compile(r'("(?:[^"\\]|\\.)*"?)')
-# whitespace between two alphanumeric characters ([^\W_] is str.isalnum's class): the one place where
-# one_line keeps a space; a text without it (every JSON value) is laid out by C-level string methods
-_WORD_GAP = re.compile(r"[^\W_]\s+[^\W_]")
 
 
 def one_line(text: str) -> str:
     """Return the JSON text in one line, laid out as Python's ``json.dumps`` lays it out (", " between
     items, ": " after keys, no other whitespace): numbers and strings are kept exactly as written. Text
     that is not JSON keeps a single space where it had whitespace between two words."""
-    if '"' not in text:  # numbers and brackets: most values
-        return _between_strings(text)
-    return "".join(part if k % 2 else _between_strings(part) for k, part in enumerate(_STRING.split(text)))
-
-
-def _between_strings(part: str) -> str:
-    """Return a text that holds no JSON string laid out as :func:`one_line` lays it out."""
-    if _WORD_GAP.search(part) is None:
-        return "".join(part.split()).replace(",", ", ").replace(":", ": ")
     out: list[str] = []
-    last = ""
-    for word in part.split():
-        if last[-1:].isalnum() and word[:1].isalnum():
-            out.append(" ")  # two words that whitespace kept apart stay apart
-        out.append(word.replace(",", ", ").replace(":", ": "))
-        last = word
+    for k, part in enumerate(_STRING.split(text)):
+        if k % 2:  # a string, as written
+            out.append(part)
+            continue
+        last = ""
+        for word in part.split():
+            if last[-1:].isalnum() and word[:1].isalnum():
+                out.append(" ")  # two words that whitespace kept apart stay apart
+            out.append(word.replace(",", ", ").replace(":", ": "))
+            last = word
     return "".join(out)

@@ -534,20 +534,23 @@ def test_plain_json_scanned_in_its_map_reads_as_the_stream(data_dir, tmp_path, m
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("room", [True, False], ids=["room past the end", "no room past the end"])
-def test_a_small_plain_json_is_scanned_in_its_map_where_its_last_page_has_room(tmp_path, monkeypatch, threads, room):
+@pytest.mark.parametrize("left", [2048, reader.SLACK, reader.SLACK - 1, 0])
+def test_a_small_plain_json_is_scanned_in_its_map_where_its_last_page_has_room(tmp_path, monkeypatch, threads, left):
     """A file smaller than a block is scanned in its map, with no read, where the map's last page holds the
-    scanner's reads past its end; else it is read into a padded buffer. Both give the gzipped stream's table."""
-    text = _ending(('{"traceEvents": [\n' + _events_text(40) + '\n], "traceName": "t"}').encode(), room)
+    scanner's reads past its end (`left` bytes are left there: SLACK or more); else it is read into a padded
+    buffer. Both give the gzipped stream's table, in chunks at 2 threads."""
+    text = _ending(('{"traceEvents": [\n' + _events_text(40) + '\n], "traceName": "t"}').encode(), left)
     plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
     plain.write_bytes(text)
     packed.write_bytes(gzip.compress(text, 1))
-    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)  # chunks at 2 threads
-    reads = []
-    fill = reader.fill
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    reads, chunks = [], []
+    fill, plan = reader.fill, reader._plan
     monkeypatch.setattr(reader, "fill", lambda *a: reads.append(1) or fill(*a))
+    monkeypatch.setattr(reader, "_plan", lambda *a, **k: chunks.append((block := plan(*a, **k)).starts.size) or block)
     mapped = gpuan.trace.kineto.build_trace(reader.scan_file(str(plain), threads=threads), source="t")
-    assert bool(reads) != room
+    assert bool(reads) != (left >= reader.SLACK)
+    assert (max(chunks) > 1) == (threads == 2)
     streamed = gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=1), source="t")
     _same_trace(mapped, streamed)
     assert mapped.events.num_rows == 40 and mapped.metadata["file"]["traceName"] == "t"

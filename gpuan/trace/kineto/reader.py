@@ -725,12 +725,10 @@ def _head_in_map(path: str, mapped: np.ndarray, size: int) -> Head | None:
     file that ends near its last page's end, read instead)."""
     have = min(size, BLOCK_BYTES)
     while have + SLACK <= mapped.size:
-        kind, pos = sc.find_events_array(mapped, have)
-        if kind == -1 or (kind == 0 and have == size):
-            raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
-        if kind > 0:
+        head = _head_found(path, mapped, have, have == size)
+        if head is not None:
             will_need(mapped[:have])
-            return Head(mapped, have, have == size, pos, mapped[: pos - 1].tobytes() if kind == 1 else None)
+            return head
         have = min(size, have * 2)
     return None
 
@@ -742,14 +740,21 @@ def read_head(src: ByteSource, path: str, block: int) -> Head:
     have, eof = fill(src, buf, 0)
     if have == 0:
         raise TraceError(path, "empty file")
-    while True:
-        kind, pos = sc.find_events_array(buf, have)
-        if kind == -1 or (kind == 0 and eof):
-            raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
-        if kind > 0:
-            return Head(buf, have, eof, pos, buf[: pos - 1].tobytes() if kind == 1 else None)
+    while (head := _head_found(path, buf, have, eof)) is None:
         buf = grow_buffer(buf)
         have, eof = fill(src, buf, have)
+    return head
+
+
+def _head_found(path: str, buf: np.ndarray, have: int, eof: bool) -> Head | None:
+    """Return the head of a trace whose first bytes are buf[:have] (`eof`: all of them), None where the
+    events array does not start in them; raises TraceError where they are no trace."""
+    kind, pos = sc.find_events_array(buf, have)
+    if kind == -1 or (kind == 0 and eof):
+        raise TraceError(path, "not a Chrome/Kineto trace (no traceEvents array)")
+    if kind == 0:
+        return None
+    return Head(buf, have, eof, pos, buf[: pos - 1].tobytes() if kind == 1 else None)
 
 
 #: what each checked field must hold, by its key (args keys: those the scanner reads as numbers or lists)

@@ -9,13 +9,16 @@ in parallel and turns the scratch columns into Arrow.
 Only the keys that gpuan's analyses need are extracted (see ``F64``/``F32``); all other values are
 skipped structurally.
 
-``inline="always"`` (numba's inlining of the callee's IR, typed again at every call site) is kept for the
-small functions on every key's or byte's path. ``parse_int``, ``_number_rest``, ``_put_bytes`` and
-``_string_id`` are plain calls (``_int_value`` reads the common plain integers itself): inlining
-``parse_int`` at its call sites made the first compile of ``scan`` take 46 s instead of 24 s here, and
-``_string_id`` (with ``intern`` inlined twice in it) at its two another 10 s (32.3 s against 22.8 s,
-medians of 3 alternating, on a busier day: bench/results/compile-2026-11-28-2c-amd-epyc.md). Its ``raw``
-flag is never a literal: numba would compile one copy per literal value.
+Every function on the path of a key or a byte is compiled with ``forceinline=True``: LLVM's
+``alwaysinline``, so that it is inlined into its caller when the machine code is built. numba's own
+``inline="always"`` (which the scanner used before) inlines the callee's IR and types it again at every call
+site: the first compile of ``scan`` took 29.6 s that way and takes 9.8 s now, and the scan is faster (0.37
+against 0.41 CPU-s over 256 MB of generated trace, 1.43 against 1.55 over the 1 GB synth trace,
+``bench/scan_only.py``), since LLVM inlines every helper, not only those numba's inlining could afford.
+numba passes ``forceinline`` on to the functions a compile calls unless they set it, so the cold
+``_exponent_ns`` (numbers with an exponent) and the functions called from Python say ``forceinline=False``:
+``_jit``'s default.
+``_string_id``'s ``raw`` flag is never a literal: numba would compile one copy per literal value.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 
-def _jit(**options):
-    """numba's njit as the scanner compiles with it: cached on disk, and without numba's reference counting.
+def _jit(forceinline: bool = False, **options):
+    """numba's njit as the scanner compiles with it: cached on disk, without numba's reference counting, and
+    ``forceinline`` always said (numba would otherwise take the calling function's; see the module's doc).
 
     The scanner allocates nothing: every array it touches is the caller's and outlives the call. With
     reference counting on, numba brackets the inlined helpers and calls with increments and decrements of
@@ -34,7 +38,7 @@ def _jit(**options):
     atomic calls in _parse_event's machine code): without them a scan needs 55-57% of the CPU it needed
     (bench/results/scan-2026-11-28-2c-amd-epyc.md). ``_nrt=False`` is numba's option for code that needs no
     runtime; a function that allocated an array would fail to compile under it, not misbehave."""
-    return njit(cache=True, _nrt=False, **options)
+    return njit(cache=True, _nrt=False, forceinline=forceinline, **options)
 
 
 NULL64 = np.iinfo(np.int64).min
@@ -187,12 +191,12 @@ BYTE_CLASS[COMMA] = C_COMMA
 BYTE_CLASS[COLON] = C_COLON
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _is_ws(c):
     return BYTE_CLASS[c] == C_BLANK
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def skip_ws(buf, pos, n):
     """Return the first position at or after pos that is not JSON whitespace (n if none)."""
     while pos < n and _is_ws(buf[pos]):
@@ -200,7 +204,7 @@ def skip_ws(buf, pos, n):
     return pos
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _load8(b64, p):
     """The 8 bytes at byte position p as a little-endian word (buffers have 8 bytes of slack)."""
     q = p >> 3
@@ -217,13 +221,13 @@ _QUOTES = np.uint64(0x2222222222222222)
 _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _zero_bytes(x):
     """High bit set in each byte of x that is zero (exact for the lowest such byte)."""
     return (x - _ONES) & ~x & _HIGHS
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def string_end(buf, b64, pos, n):
     """pos is just after an opening quote; return the position of the closing quote, or -1.
 
@@ -249,18 +253,18 @@ def string_end(buf, b64, pos, n):
     return -1
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _is_bracket(c):
     return c == OPEN_OBJECT or c == OPEN_ARRAY or c == CLOSE_OBJECT or c == CLOSE_ARRAY
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _nested(c, depth):
     """Return the nesting depth after the bracket c (outside strings): one deeper after an opening one."""
     return depth + 1 if c == OPEN_OBJECT or c == OPEN_ARRAY else depth - 1
 
 
-@_jit()
+@_jit(forceinline=True)
 def skip_value(buf, b64, pos, n):
     """Return the position just after the JSON value starting at pos, -1 if it runs past n, -2 if a byte
     outside its strings is one no JSON value holds there (the insides of strings are not checked, nor the
@@ -300,20 +304,20 @@ def skip_value(buf, b64, pos, n):
     return -1
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _mix(h, w):
     """One 8-byte word into the hash."""
     h = (h ^ w) * _FNV_PRIME
     return h ^ (h >> np.uint64(29))
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _tail(w, k):
     """The first k (1 to 7) bytes of the word w."""
     return w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _finish(h, length):
     """The hash of bytes whose whole words and tail went into h: their length in, then an avalanche."""
     h = (h ^ np.uint64(length)) * _FNV_PRIME
@@ -322,7 +326,7 @@ def _finish(h, length):
     return h ^ (h >> np.uint64(33))
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _hash_bytes(b64, a, b):
     """64-bit hash of bytes [a, b): a multiply per 8-byte word (the last one's bytes past b masked off),
     then the length and a final avalanche."""
@@ -336,7 +340,7 @@ def _hash_bytes(b64, a, b):
     return _finish(h, b - a)
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def string_end_hash(buf, b64, pos, n):
     """pos is just after an opening quote; return (the position of the closing quote, or -1; the
     _hash_bytes of the string's bytes): string_end and the hash in one pass over the words, where the
@@ -360,7 +364,7 @@ def string_end_hash(buf, b64, pos, n):
     return e, _hash_bytes(b64, a, e) if e >= 0 else np.uint64(0)
 
 
-@_jit()
+@_jit(forceinline=True)
 def _same_bytes(b64, a, pool64, o, ln):
     """Whether bytes [a, a+ln) of the buffer equal bytes [o, o+ln) of the pool."""
     i = 0
@@ -375,7 +379,7 @@ def _same_bytes(b64, a, pool64, o, ln):
     return True
 
 
-@_jit()
+@_jit(forceinline=True)
 def _put_bytes(pool64, o, buf, a, ln):
     """Copy buf[a:a+ln] to bytes [o, o+ln) of the word array pool64, byte by byte (new strings only). Not
     through a byte view of pool64: a view's error path would make loading every cached scanner function
@@ -387,7 +391,7 @@ def _put_bytes(pool64, o, buf, a, ln):
         pool64[q] = (pool64[q] & ~(np.uint64(0xFF) << sh)) | (np.uint64(buf[a + i]) << sh)
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def intern(buf, b64, a, b, h, tkeys, tvals, pool64, uoff, ulen, st):
     """Return the id of the bytes buf[a:b] (their _hash_bytes: h) in the intern table, adding them if new;
     -1 if full."""
@@ -490,7 +494,7 @@ def _exponent_ns(buf, start, epos, n):
     return (mant + div // 2) // div, pos
 
 
-@_jit()
+@_jit(forceinline=True)
 def parse_ns(buf, b64, pos, n):
     """Parse a JSON number of microseconds at pos into integer nanoseconds.
 
@@ -534,7 +538,7 @@ def parse_ns(buf, b64, pos, n):
     return (-v if neg else v), pos
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _time_value(buf, b64, pos, n):
     """Parse a ts/dur value: a JSON number, or null (missing: NULL64). Returns (value, end, ok): ok is
     False for any other value (a string, NaN, true) and for a number beyond int64 nanoseconds."""
@@ -551,7 +555,7 @@ def _time_value(buf, b64, pos, n):
     return NULL64, skip_value(buf, b64, pos, n), c == NULL_START  # null
 
 
-@_jit()
+@_jit(forceinline=True)
 def parse_int(buf, b64, pos, n):
     """Parse an integer value at pos: a JSON number (fraction dropped), or a string holding a decimal
     or 0x-hex number. Returns (value or NULL64, end position or -1)."""
@@ -604,7 +608,7 @@ def parse_int(buf, b64, pos, n):
     return NULL64, skip_value(buf, b64, pos, n)
 
 
-@_jit()
+@_jit(forceinline=True)
 def _number_rest(buf, pos, n):
     """Return the position after the fraction and exponent (if any) of a number whose integer digits end
     at pos, or -1 when the buffer ends first."""
@@ -621,14 +625,13 @@ def _number_rest(buf, pos, n):
     return pos if pos < n else -1
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _int_value(buf, b64, pos, n):
     """Parse an integer-valued field: a JSON number, a string holding a decimal or 0x-hex integer, or
     null. Returns (value or NULL64, end or -1, ok): ok is False for any other value."""
     c = buf[pos]
     if DIGIT_0 <= c <= DIGIT_9:
-        # most values are plain non-negative integers: read here, and anything else by parse_int, which is
-        # not inlined (at every call site its IR would double the scanner's compile time)
+        # most values are plain non-negative integers: read here, and anything else by parse_int
         v = np.int64(0)
         p = pos
         while p < n and p - pos < MAX_INT_DIGITS and DIGIT_0 <= buf[p] <= DIGIT_9:
@@ -648,14 +651,14 @@ def _int_value(buf, b64, pos, n):
     return v, e, c == NULL_START
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _int32(v):
     if v == NULL64 or v > 2147483647 or v < -2147483647:
         return NULL32
     return np.int32(v)
 
 
-@_jit()
+@_jit(forceinline=True)
 def _parse_triple(buf, b64, pos, n, o32, col, row):
     """Parse an array of up to three integers (grid/block) into o32[row, col:col+3]. Returns the end
     position, -1 on error or truncation, -3 (the value's position in o32 is not needed: the caller
@@ -686,7 +689,7 @@ def _parse_triple(buf, b64, pos, n, o32, col, row):
             pos += 1
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     """Intern the value at pos. A string is interned without its quotes; with raw=True any JSON value
     is interned as its text. Returns (id, end), id -1 when the table is full, NULL32 for null/non-string."""
@@ -705,7 +708,7 @@ def _string_id(buf, b64, pos, n, raw, tkeys, tvals, pool64, uoff, ulen, st):
     return NULL32, e
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _parse_key(buf, b64, pos, n):
     """pos is at an opening quote; return (hash of the key, position after the ':' and whitespace)."""
     e, h = string_end_hash(buf, b64, pos + 1, n)
@@ -717,7 +720,7 @@ def _parse_key(buf, b64, pos, n):
     return h, skip_ws(buf, p + 1, n)
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _member_key(buf, b64, pos, n):
     """pos is where an object's next member should start: return (hash of its key, position of its value),
     or (a hash, -1) where no well-formed key stands there or its value would start past the buffer."""
@@ -733,7 +736,7 @@ def _member_key(buf, b64, pos, n):
 SKIP, INT64, INT32, TEXT, JSON_TEXT, TRIPLE = range(6)
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _arg_target(h):
     """Return (how, scratch column) for the value of the args key with hash h."""
     if h == A_CORR:
@@ -795,7 +798,7 @@ def _arg_target(h):
     return SKIP, 0
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _next_member(buf, pos, n):
     """After a member's value ends at `pos` (-1: it was malformed): return (the next member's position, 0),
     or (just past the object's closing brace, 1), or (-1, 0) for malformed JSON or the end of the buffer."""
@@ -812,7 +815,7 @@ def _next_member(buf, pos, n):
     return -1, 0
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse an "args" object at pos into the row; returns the end position, -1 on error or truncation,
     -2 when the intern table is full, -3 when a value gpuan reads has the wrong type (its position in
@@ -864,13 +867,13 @@ def _parse_args(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ule
     return -1
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _is_phase(c):
     """Whether the byte c is one of the Chrome trace format's event phases (PHASES)."""
     return IS_PHASE[c]
 
 
-@_jit()
+@_jit(forceinline=True)
 def _clear_row(o64, o32, row):
     # element loops rather than slice assignment: the GPU reader compiles this function for CUDA too
     for j in range(o64.shape[1]):
@@ -880,7 +883,7 @@ def _clear_row(o64, o32, row):
     o64[row, S_WRITTEN] = 0
 
 
-@_jit()
+@_jit(forceinline=True)
 def _parse_event(buf, b64, pos, n, o64, o32, row, tkeys, tvals, pool64, uoff, ulen, st):
     """Parse one event object starting at pos ('{'). Returns the end position, -1 on error or
     truncation (the caller tells them apart by the position), -2 when the intern table is full, -3 when
@@ -1100,7 +1103,7 @@ def array_end(buf, pos, n, state):
     return -1
 
 
-@_jit(inline="always")
+@_jit(forceinline=True)
 def _global_id(gmap, v):
     """gmap's last entry is -1: the global id of a null (NULL32) local id."""
     return gmap[gmap.shape[0] - 1 if v == NULL32 else v]

@@ -122,7 +122,7 @@ def periodic_regions(ids: np.ndarray, period: int, allowed: int) -> tuple[np.nda
     return np.array(starts, np.int64), np.array(ends, np.int64)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@numba.njit(cache=True, nogil=True, forceinline=True)
 def _bump(diff: np.ndarray, k: int, d: int, total: int) -> int:
     total -= abs(diff[k])
     diff[k] += d

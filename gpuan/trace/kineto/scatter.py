@@ -21,7 +21,7 @@ from gpuan.trace.table import INDEX32, sorted_dictionary
 _JIT = {"cache": True, "nogil": True, "_nrt": False}
 
 
-@njit(inline="always", **_JIT)
+@njit(forceinline=True, **_JIT)
 def _put(data, bits, r, v):
     """Write v at row r of data and set the row's validity bit; returns 1 if the row had no value yet."""
     data[r] = v

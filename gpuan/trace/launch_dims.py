@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpuan.trace.launch import ints, match
-from gpuan.trace.table import sparse_column
+from gpuan.trace.table import kind_mask
 
 #: HIP launch calls whose grid arguments are global work sizes (work-items), not blocks
 WORK_ITEM_LAUNCHES = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
@@ -30,28 +30,37 @@ def work_item_kernels(table: pa.Table, launches: np.ndarray | None = None) -> np
     """Return the rows of `table` that are kernels launched by a call in :data:`WORK_ITEM_LAUNCHES` (matched
     by rank and correlation id), in row order. `launches`, for a part of one file's table, holds the
     correlation ids of every such call in the whole file (the call may lie in another part)."""
-    names = table["name"].combine_chunks()
     if launches is not None:
         if launches.size == 0:
             return np.empty(0, np.int64)
-        kind = table["kind"].combine_chunks().dictionary_decode()
-        kernel_rows = np.flatnonzero(pc.equal(kind, "kernel").fill_null(False).to_numpy(zero_copy_only=False))
+        kernel_rows = _rows(kind_mask(table["kind"], ("kernel",)))
         corr = ints(table, "correlation")[kernel_rows]
         return kernel_rows[(corr != -1) & np.isin(corr, launches)]
-    if pa.types.is_dictionary(names.type):
-        launches_named = pc.is_in(names.dictionary, pa.array(WORK_ITEM_LAUNCHES))
-        if not pc.any(launches_named).as_py():  # every CUDA trace, and ROCm traces without module launches
-            return np.empty(0, np.int64)
-    kind = table["kind"].combine_chunks().dictionary_decode()
-    is_launch = pc.and_(pc.equal(kind, "runtime"), pc.is_in(pc.cast(names, pa.string()), pa.array(WORK_ITEM_LAUNCHES)))
-    launch_rows = np.flatnonzero(is_launch.fill_null(False).to_numpy(zero_copy_only=False))
-    kernel_rows = np.flatnonzero(pc.equal(kind, "kernel").fill_null(False).to_numpy(zero_copy_only=False))
+    named = _named(table["name"], WORK_ITEM_LAUNCHES)
+    if not named.true_count:  # every CUDA trace, and ROCm traces without module launches
+        return np.empty(0, np.int64)
+    launch_rows = _rows(pc.and_(kind_mask(table["kind"], ("runtime",)), named))
+    kernel_rows = _rows(kind_mask(table["kind"], ("kernel",)))
     if launch_rows.size == 0 or kernel_rows.size == 0:
         return np.empty(0, np.int64)
     rank = ints(table, "rank", 0) if "rank" in table.column_names else np.zeros(table.num_rows, np.int64)
     corr = ints(table, "correlation")
     found = match((rank[kernel_rows], corr[kernel_rows]), (rank[launch_rows], corr[launch_rows]))
     return kernel_rows[found >= 0]
+
+
+def _named(names: pa.ChunkedArray, values: tuple[str, ...]) -> pa.Array:
+    """Return whether each row's name is one of `values` (false where null): decided per dictionary entry
+    where the names are dictionary-encoded, as the reader writes them."""
+    names = names.combine_chunks()
+    if pa.types.is_dictionary(names.type):
+        return kind_mask(names, values)
+    return pc.is_in(names, pa.array(values, pa.string())).fill_null(False)
+
+
+def _rows(mask: pa.Array) -> np.ndarray:
+    """Return the positions where the boolean array `mask` is true."""
+    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
 
 
 def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> pa.Table:
@@ -61,13 +70,23 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
     rows = work_item_kernels(table, launches)
     if rows.size == 0:
         return table
-    n = table.num_rows
+    at = pa.array(rows)
     for d in DIMS:
-        grid, block = table[f"grid_{d}"].combine_chunks(), ints(table, f"block_{d}", 0)
-        valid = np.flatnonzero(grid.is_valid().to_numpy(zero_copy_only=False))
-        values = grid.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        r = rows[block[rows] > 0]
-        values[r] = -(-values[r] // block[r])
-        column = sparse_column(n, valid, values[valid], grid.type)
+        grid = table[f"grid_{d}"].combine_chunks()
+        block = table[f"block_{d}"].combine_chunks().take(at)
+        both = pc.and_(grid.take(at).is_valid(), pc.greater(block, 0).fill_null(False)).to_numpy(zero_copy_only=False)
+        if not both.any():
+            continue
+        r = rows[both]
+        g = _int64s(grid.take(pa.array(r)))
+        b = _int64s(block.filter(pa.array(both)))
+        mask = np.zeros(table.num_rows, np.bool_)
+        mask[r] = True
+        column = pc.replace_with_mask(grid, pa.array(mask), pa.array(-(-g // b), grid.type))
         table = table.set_column(table.column_names.index(f"grid_{d}"), f"grid_{d}", column)
     return table
+
+
+def _int64s(values: pa.Array) -> np.ndarray:
+    """Return an integer array without nulls as int64 numpy."""
+    return values.to_numpy(zero_copy_only=False).astype(np.int64)

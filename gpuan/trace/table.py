@@ -97,7 +97,11 @@ def kind_mask(kind: pa.ChunkedArray | pa.Array, kinds: Sequence[str]) -> pa.Arra
     as ``pc.is_in`` of the decoded strings says: decided once per dictionary entry and gathered by the
     codes, not by decoding and hashing millions of strings."""
     kind = kind.combine_chunks() if isinstance(kind, pa.ChunkedArray) else kind
-    return pc.is_in(kind.dictionary, pa.array(list(kinds), pa.string())).take(kind.indices).fill_null(False)
+    hit = pc.is_in(kind.dictionary, pa.array(list(kinds), pa.string()))
+    if kind.indices.null_count:
+        return hit.take(kind.indices).fill_null(False)
+    # numpy's gather of the codes: about a fifth of Arrow's take over a column of 200k rows
+    return pa.array(hit.to_numpy(zero_copy_only=False)[kind.indices.to_numpy()])
 
 
 def kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:

@@ -819,6 +819,21 @@ def test_every_scanner_function_compiles_without_reference_counting():
     assert [name for name, f in compiled.items() if f.targetoptions.get("_nrt") is not False] == []
 
 
+def test_every_scanner_function_says_whether_llvm_inlines_it():
+    """A function that does not set numba's forceinline takes the setting of the compile that reached it
+    first: every scanner function sets it, the helpers on a key's path inlined, and the functions the reader
+    calls to scan, collect and grow, and the cold exponent path, not."""
+    from numba.core.registry import CPUDispatcher
+
+    from gpuan.trace.kineto import scanner
+
+    compiled = {name: f for name, f in vars(scanner).items() if isinstance(f, CPUDispatcher)}
+    out_of_line = {"scan", "drain", "array_end", "find_chunk_start", "_find_events_array", "rehash", "_exponent_ns"}
+    assert out_of_line < set(compiled)
+    assert [name for name, f in compiled.items() if "forceinline" not in f.targetoptions] == []
+    assert {name for name, f in compiled.items() if not f.targetoptions["forceinline"]} == out_of_line
+
+
 def test_an_event_without_a_phase_is_bad_input(tmp_path):
     from gpuan.errors import TraceError
 

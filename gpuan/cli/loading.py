@@ -37,7 +37,7 @@ def load_progress(path: str) -> Iterator[Callable[[int, int], None] | None]:
     except OSError:
         size = 0
     if sys.stderr.isatty() and _compiles_first(path):  # a note for people, not for scripts
-        print("gpuan: compiling the trace scanner (first run only, about half a minute)", file=sys.stderr)
+        print("gpuan: compiling the trace scanner (first run only, about 15 seconds)", file=sys.stderr)
     if not sys.stderr.isatty() or size < MIN_BYTES:
         yield None
         return

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # a note for people, not for scripts: without numba's on-disk cache the first simulation compiles the
     # event loop
     if sys.stderr.isatty() and not compiled_on_disk(simulate._run):
-        print("gpuan: compiling the stream simulator (first run only, about half a minute)", file=sys.stderr)
+        print("gpuan: compiling the stream simulator (first run only, about 20 seconds)", file=sys.stderr)
     trace = load_trace(args.trace, projection=reads())
     measured = load_trace(args.measured, projection=reads()) if args.measured else None
     with simulation_progress() as progress:

@@ -82,6 +82,7 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
         b = _int64s(block.filter(pa.array(both)))
         mask = np.zeros(table.num_rows, np.bool_)
         mask[r] = True
+        # replace_with_mask takes the new values in mask order: r is ascending, as work_item_kernels returns rows
         column = pc.replace_with_mask(grid, pa.array(mask), pa.array(-(-g // b), grid.type))
         table = table.set_column(table.column_names.index(f"grid_{d}"), f"grid_{d}", column)
     return table

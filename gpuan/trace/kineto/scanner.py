@@ -12,12 +12,14 @@ skipped structurally.
 Every function on the path of a key or a byte is compiled with ``forceinline=True``: LLVM's
 ``alwaysinline``, so that it is inlined into its caller when the machine code is built. numba's own
 ``inline="always"`` (which the scanner used before) inlines the callee's IR and types it again at every call
-site: the first compile of ``scan`` took 29.6 s that way and takes 9.8 s now, and the scan is faster (0.37
-against 0.41 CPU-s over 256 MB of generated trace, 1.43 against 1.55 over the 1 GB synth trace,
-``bench/scan_only.py``), since LLVM inlines every helper, not only those numba's inlining could afford.
-numba passes ``forceinline`` on to the functions a compile calls unless they set it, so the cold
-``_exponent_ns`` (numbers with an exponent) and the functions called from Python say ``forceinline=False``:
-``_jit``'s default.
+site: the first compile of ``scan`` took 26.9 s that way and takes 9.6-10.2 s now
+(bench/results/compile-2026-11-29-forceinline-info-2c-amd-epyc.md), and the scan is faster
+(bench/results/scan-2026-11-29-forceinline-2c-amd-epyc.md), since LLVM inlines every helper, not only those
+numba's inlining could afford. numba passes ``forceinline`` on to the functions a compile calls unless they
+set it, so ``_jit`` always sets it: False for the cold ``_exponent_ns`` and for the functions the reader
+calls to scan, collect and grow (``scan``, ``drain``, ``array_end``, ``find_chunk_start``, ``rehash``, ...);
+a helper the reader also calls from Python (``skip_value``, ``skip_ws``) runs through numba's wrapper there
+as any compiled function does.
 ``_string_id``'s ``raw`` flag is never a literal: numba would compile one copy per literal value.
 """
 

@@ -73,16 +73,14 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
     at = pa.array(rows)
     for d in DIMS:
         grid = table[f"grid_{d}"].combine_chunks()
-        block = table[f"block_{d}"].combine_chunks().take(at)
-        both = pc.and_(grid.take(at).is_valid(), pc.greater(block, 0).fill_null(False)).to_numpy(zero_copy_only=False)
-        if not both.any():
+        grid_at, block_at = grid.take(at), table[f"block_{d}"].combine_chunks().take(at)
+        both = pc.and_(grid_at.is_valid(), pc.greater(block_at, 0).fill_null(False))
+        if not both.true_count:
             continue
-        r = rows[both]
-        g = _int64s(grid.take(pa.array(r)))
-        b = _int64s(block.filter(pa.array(both)))
+        g, b = _int64s(grid_at.filter(both)), _int64s(block_at.filter(both))
         mask = np.zeros(table.num_rows, np.bool_)
-        mask[r] = True
-        # replace_with_mask takes the new values in mask order: r is ascending, as work_item_kernels returns rows
+        mask[rows[both.to_numpy(zero_copy_only=False)]] = True
+        # replace_with_mask takes the new values in mask order: rows ascend, as work_item_kernels returns them
         column = pc.replace_with_mask(grid, pa.array(mask), pa.array(-(-g // b), grid.type))
         table = table.set_column(table.column_names.index(f"grid_{d}"), f"grid_{d}", column)
     return table

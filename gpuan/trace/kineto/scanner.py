@@ -632,17 +632,6 @@ def _int_value(buf, b64, pos, n):
     """Parse an integer-valued field: a JSON number, a string holding a decimal or 0x-hex integer, or
     null. Returns (value or NULL64, end or -1, ok): ok is False for any other value."""
     c = buf[pos]
-    if DIGIT_0 <= c <= DIGIT_9:
-        # most values are plain non-negative integers: read here, and anything else by parse_int
-        v = np.int64(0)
-        p = pos
-        while p < n and p - pos < MAX_INT_DIGITS and DIGIT_0 <= buf[p] <= DIGIT_9:
-            v = v * 10 + (buf[p] - DIGIT_0)
-            p += 1
-        if p < n:
-            d = buf[p]
-            if not (DIGIT_0 <= d <= DIGIT_9 or d == POINT or d == EXP_LOWER or d == EXP_UPPER):
-                return v, p, True
     v, e = parse_int(buf, b64, pos, n)
     if e < 0:
         return v, e, True

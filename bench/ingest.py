@@ -470,10 +470,11 @@ def profile_child(path: str, warmup: str | None) -> dict:
     from gpuan.trace.kineto import scanner as sc
     from gpuan.trace.memory import lean_memory
     from gpuan.trace.source import open_bytes
+    from gpuan.trace.threads import thread_count
 
     if warmup:
         _gpuan_load(warmup)  # numba's machine code loaded outside the timing
-    out: dict = {"threads": reader.thread_count()}
+    out: dict = {"threads": thread_count()}
 
     # the bytes alone: read (page cache) or inflated (isal, in its own thread), as the reader gets them
     buf = np.empty(reader.BLOCK_BYTES, np.uint8)

@@ -100,8 +100,8 @@ def convert(
 
     from gpuan.trace import parquet
     from gpuan.trace.kineto.parts import part_traces, whole_file
-    from gpuan.trace.kineto.reader import thread_count
     from gpuan.trace.spill import Spill
+    from gpuan.trace.threads import thread_count
 
     source, out = Path(source), Path(out)
     threads = threads or thread_count()

@@ -14,7 +14,6 @@ output columns plus a few fixed-size buffers, never by the input size.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import threading
@@ -24,10 +23,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpuan.errors import TraceError, UsageError
+from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
+from gpuan.trace.threads import thread_count
 
 BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
@@ -52,17 +52,6 @@ STRING_FIELDS = frozenset(
     ["name", "cat", "pid_str", "tid_str", "collective", "dtype", "pg_name", "pg_ranks", "input_dims",
      "input_types", "concrete_inputs", "arg_kind", "arg_name", "arg_labels"]
 )  # fmt: skip
-
-
-def thread_count() -> int:
-    """Return the number of scanner threads: GPUAN_THREADS, else the cores this process may use. Raises
-    :class:`UsageError` if GPUAN_THREADS is set to anything but a whole number of at least 1."""
-    env = os.environ.get("GPUAN_THREADS", "").strip()
-    if not env:
-        return len(os.sched_getaffinity(0))
-    if not env.isdigit() or int(env) < 1:
-        raise UsageError(f"GPUAN_THREADS: must be a whole number of at least 1, not {env!r}")
-    return int(env)
 
 
 class StringTable:

@@ -359,11 +359,14 @@ def _converted(trace: Path) -> Path:
 
 
 def _cold_rows(traces: list[TraceFile], baseline: Path | None) -> list[Row]:
-    """Return each command's first call with an empty numba cache on the second trace (the first if only one)."""
+    """Return each command's first call with an empty numba cache on the second trace (the first if only one),
+    and that of ``gpuan streams`` on its main stream (7 in every generated trace)."""
     mid = traces[min(1, len(traces) - 1)]
     print(f"cold numba cache, {mid.label}", flush=True)
     gpuan = [sys.executable, "-m", "gpuan"]
-    return [cold(f"gpuan {c} ({mid.label})", [*gpuan, c, str(mid.path)], baseline) for c in COMMANDS]
+    rows = [cold(f"gpuan {c} ({mid.label})", [*gpuan, c, str(mid.path)], baseline) for c in COMMANDS]
+    streams = [*gpuan, "streams", str(mid.path), "--streams", "2", "--stream", "7"]
+    return [*rows, cold(f"gpuan streams --streams 2 --stream 7 ({mid.label})", streams, baseline)]
 
 
 def _size(path: Path) -> str:

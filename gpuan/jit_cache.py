@@ -6,7 +6,10 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 def compiled_on_disk(dispatcher) -> bool:
@@ -17,6 +20,38 @@ def compiled_on_disk(dispatcher) -> bool:
         return os.path.exists(dispatcher._cache._cache_file._index_path)
     except AttributeError:
         return True
+
+
+@contextmanager
+def compiled_beside(dispatcher, entry: str) -> Iterator[Callable[[], None]]:
+    """Compile, in a process of its own, what `entry` ("module:function", called without arguments)
+    compiles, while the caller goes on; yields a function that waits until that process has ended.
+
+    Where numba's on-disk cache holds no code of `dispatcher` yet and this process may use two cores or
+    more, the process starts here: a command's first run then compiles its analysis' kernels on one core
+    while it reads its trace (which compiles the JSON scanner) on the other, and its own first call of
+    `dispatcher`, made after waiting, loads what that process wrote to the cache. Elsewhere nothing starts
+    and waiting returns at once; if the process fails, the first call compiles here, as without it. Leaving
+    the block by an exception stops the process (an error is not held back by a compile); leaving it
+    otherwise waits for it."""
+    if compiled_on_disk(dispatcher) or len(os.sched_getaffinity(0)) < 2:
+        yield lambda: None
+        return
+    module, function = entry.split(":")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this gpuan's, whatever sys.path holds
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    code = f"import importlib; importlib.import_module({module!r}).{function}()"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield child.wait
+    except BaseException:
+        child.kill()
+        raise
+    finally:
+        child.wait()
 
 
 #: numba modules whose import :func:`lighter_numba_start` changes: two of the registries that numba's first

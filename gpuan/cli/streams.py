@@ -49,16 +49,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
     from gpuan.cli.loading import load_trace
-    from gpuan.jit_cache import compiled_on_disk
+    from gpuan.jit_cache import compiled_beside, compiled_on_disk
     from gpuan.outputs import streams as output
     from gpuan.streams import analyse, reads, simulate
 
     # a note for people, not for scripts: without numba's on-disk cache the first simulation compiles the
-    # event loop
+    # event loop, in a process of its own while the trace is read
     if sys.stderr.isatty() and not compiled_on_disk(simulate._run):
         print("gpuan: compiling the stream simulator (first run only, about 20 seconds)", file=sys.stderr)
-    trace = load_trace(args.trace, projection=reads())
-    measured = load_trace(args.measured, projection=reads()) if args.measured else None
+    with compiled_beside(simulate._run, "gpuan.cli.first_run:stream_loop") as compiled:
+        trace = load_trace(args.trace, projection=reads())
+        measured = load_trace(args.measured, projection=reads()) if args.measured else None
+        compiled()
     with simulation_progress() as progress:
         result = analyse(
             trace, streams=args.streams, gpu=args.gpu, launch_order=args.launch_order, stream=args.stream,

@@ -1053,3 +1053,24 @@ def test_rocm_device_of_a_ddp_rank_is_its_local_rank(data_dir):
     t = gpuan.load(data_dir / "kineto" / "mi300x_resnet_ddp_act_checkpoint.json.gz", use_cache=False)
     assert set(t.of_kind("kernel")["device"].to_pylist()) == {dist["rank"] % n}
     assert f"rank {dist['rank']} of {dist['world_size']}" in t.metadata["device_agents"]["basis"]
+
+
+def test_a_small_file_is_scanned_without_scanning_threads(tmp_path, monkeypatch):
+    started = []
+
+    class Workers(reader._Workers):
+        def __init__(self, threads, tables):
+            started.append(threads)
+            super().__init__(threads, tables)
+
+    monkeypatch.setattr(reader, "_Workers", Workers)
+    small = tmp_path / "small.json"
+    small.write_text(
+        json.dumps(
+            {"traceEvents": [{"ph": "X", "name": "k", "ts": i, "dur": 1, "pid": 0, "tid": 0} for i in range(50)]}
+        )
+    )
+    assert len(reader.scan_file(str(small), threads=2).columns["ts"]) == 50
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 256)  # the same file counted as large
+    assert len(reader.scan_file(str(small), threads=2).columns["ts"]) == 50
+    assert started == [0, 2]

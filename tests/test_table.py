@@ -73,3 +73,20 @@ def test_compiled_sparse_text_column_decodes_to_the_strings(form):
     if form is None:  # the same column as the numpy path builds
         rows = new_row[idx]
         assert col.equals(dict_column(codes[rows >= 0], strings, idx=rows[rows >= 0], length=n))
+
+
+@pytest.mark.parametrize("form", [None, one_line])
+def test_a_sparse_field_no_event_has_is_a_null_column_of_its_type(form):
+    new_row = np.arange(1000, dtype=np.int64)
+    none = np.empty(0, np.int32)
+    for type_ in (pa.int32(), pa.int64()):
+        col = scatter.int_column(new_row, none, none.astype(type_.to_pandas_dtype()), 1000, type_)
+        assert col.type == type_ and col.null_count == 1000 and col.equals(pa.nulls(1000, type_))
+    text = scatter.text_column(new_row, none, none, 1000, ["a", "b"], form)
+    assert text.type == pa.dictionary(pa.int32(), pa.string()) and text.null_count == 1000
+    assert text.dictionary.to_pylist() == [] and text.to_pylist() == [None] * 1000
+    # the same column a field with values on dropped rows only gives (the full pass)
+    dropped = np.full(1000, -1, np.int64)
+    assert text.equals(
+        scatter.text_column(dropped, np.array([3], np.int32), np.array([1], np.int32), 1000, ["a", "b"], form)
+    )

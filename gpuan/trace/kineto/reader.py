@@ -18,6 +18,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -300,15 +301,20 @@ def scan_parts(
     first event's row number in the file; only the last part carries the file's metadata (what follows
     the events is read last). Raises TraceError as :func:`scan_file` does."""
     threads = threads or thread_count()
-    chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD
-    cap = BLOCK_BYTES // max(chunks, 1) // BYTES_PER_ROW + 64
-    # one table per scanning thread, and one (the last) for what the main thread scans
-    tables = [StringTable() for _ in range(1 if threads == 1 else threads + 1)]
-    # in parallel, one block's rows wait in one scratch while the next block is scanned into the other
-    scratches = [_Scratch(chunks, cap) for _ in range(2 if chunks else 1)]
-
-    with open_bytes(path) as src, _Workers(threads if chunks else 0, tables) as workers:
-        expected = src.expected_size() // MIN_EVENT_BYTES + 1024
+    with ExitStack() as stack:
+        src = stack.enter_context(open_bytes(path))
+        size = src.expected_size()
+        # a file too small to be cut into chunks is scanned by this thread alone: starting and stopping the
+        # scanning threads took 1.3 ms of a 3.4 ms scan of a 17 KB trace
+        threads = 1 if size < MIN_PARALLEL_BYTES else threads
+        chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD
+        cap = BLOCK_BYTES // max(chunks, 1) // BYTES_PER_ROW + 64
+        # one table per scanning thread, and one (the last) for what the main thread scans
+        tables = [StringTable() for _ in range(1 if threads == 1 else threads + 1)]
+        # in parallel, one block's rows wait in one scratch while the next block is scanned into the other
+        scratches = [_Scratch(chunks, cap) for _ in range(2 if chunks else 1)]
+        workers = stack.enter_context(_Workers(threads if chunks else 0, tables))
+        expected = size // MIN_EVENT_BYTES + 1024
         out = Collected(len(tables), expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
         # an uncompressed file is scanned where it lies, in its memory map: no copies (its head too, where
         # the map holds the bytes the scanner's word reads touch past the data)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from gpuan.trace.table import INDEX32, sorted_dictionary
+from gpuan.trace.table import INDEX32, null_column, sorted_dictionary
 
 #: the numba options of these kernels: cached on disk, and no runtime (they allocate nothing, like the scanner)
 _JIT = {"cache": True, "nogil": True, "_nrt": False}
@@ -83,6 +83,8 @@ def _array(type_: pa.DataType, data: np.ndarray, bits: np.ndarray, count: int) -
 def int_column(new_row: np.ndarray, idx: np.ndarray, vals: np.ndarray, length: int, type_: pa.DataType) -> pa.Array:
     """Return the integer column of `type_` of a sparse field (file rows `idx`, values `vals`) in the table's
     row order `new_row` (a table of `length` rows), null where a row has no value."""
+    if idx.size == 0:  # most fields of most traces: no pass, no buffers written
+        return null_column(length, type_)
     data, bits = _buffers(length, type_.to_pandas_dtype())
     count = _scatter(new_row, idx, vals, data, bits)
     return _array(type_, data, bits, count)
@@ -100,6 +102,8 @@ def text_column(
     order `new_row` (a table of `length` rows): its dictionary holds the strings its rows use, sorted, as
     :func:`gpuan.trace.table.dict_column` makes it. With `form`, each string is first put in that form
     (strings of one form share a code)."""
+    if idx.size == 0:
+        return null_column(length, pa.dictionary(INDEX32, pa.string()))
     seen = np.zeros(len(strings) + 1, np.bool_)
     _mark_used(new_row, idx, codes, seen)
     used = np.flatnonzero(seen[:-1])

@@ -8,8 +8,9 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 
 def compiled_on_disk(dispatcher) -> bool:
@@ -23,35 +24,54 @@ def compiled_on_disk(dispatcher) -> bool:
 
 
 @contextmanager
-def compiled_beside(dispatcher, entry: str) -> Iterator[Callable[[], None]]:
+def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subprocess.Popen | None]:
     """Compile, in a process of its own, what `entry` ("module:function", called without arguments)
-    compiles, while the caller goes on; yields a function that waits until that process has ended.
+    compiles, while the block goes on; yields that process, or None where none was started.
 
-    Where numba's on-disk cache holds no code of `dispatcher` yet and this process may use two cores or
-    more, the process starts here: a command's first run then compiles its analysis' kernels on one core
-    while it reads its trace (which compiles the JSON scanner) on the other, and its own first call of
-    `dispatcher`, made after waiting, loads what that process wrote to the cache. Elsewhere nothing starts
-    and waiting returns at once; if the process fails, the first call compiles here, as without it. Leaving
-    the block by an exception stops the process (an error is not held back by a compile); leaving it
-    otherwise waits for it."""
-    if compiled_on_disk(dispatcher) or len(os.sched_getaffinity(0)) < 2:
-        yield lambda: None
+    Where numba's on-disk cache lacks the code of any of `dispatchers` (numba functions) and the command may
+    use two threads or more (:func:`gpuan.trace.threads.thread_count`), the process starts here: a command's
+    first run then compiles its analysis' kernels on one core while it reads its trace (which compiles the
+    JSON scanner) on the other. Inside the block, the first compile asked of one of `dispatchers` waits for
+    the process to end, then loads what it wrote to the cache (or compiles, as without it, if it failed).
+    Leaving the block stops the process if it still runs: the block raised (bad input is reported at once)
+    or never needed the kernels. A process that cannot be started is no error: nothing starts."""
+    from gpuan.trace.threads import thread_count
+
+    if all(compiled_on_disk(d) for d in dispatchers) or thread_count() < 2:
+        yield None
         return
     module, function = entry.split(":")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this gpuan's, whatever sys.path holds
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    code = f"import importlib; importlib.import_module({module!r}).{function}()"
-    child = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    # this gpuan, not whatever the working directory holds: `-c` puts the working directory first
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = f"import sys; sys.path[0] = {root!r}; import importlib; importlib.import_module({module!r}).{function}()"
     try:
-        yield child.wait
-    except BaseException:
-        child.kill()
-        raise
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    except OSError:
+        yield None
+        return
+    for d in dispatchers:
+        d.compile = _after(child, d.compile)  # shadows the method, for this block only
+    try:
+        yield child
     finally:
+        for d in dispatchers:
+            vars(d).pop("compile", None)
+        if child.poll() is None:
+            child.kill()
         child.wait()
+
+
+def _after(child: subprocess.Popen, compile_: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Return numba's `compile_` (a dispatcher's bound method) made to wait for `child` to end first."""
+
+    def compile(sig):
+        child.wait()
+        return compile_(sig)
+
+    return compile
 
 
 #: numba modules whose import :func:`lighter_numba_start` changes: two of the registries that numba's first

@@ -80,7 +80,7 @@ def test_the_cycle_kernels_compiled_beside_cover_real_searches(data_dir, tmp_pat
         + f"""
     import gpuan
     from gpuan import cycles
-    from gpuan.cli.first_run import cycle_kernels
+    from gpuan.cli.first_run import cycle_functions, cycle_kernels
 
     cycle_kernels()
     before = signatures("gpuan.cycles")
@@ -88,13 +88,17 @@ def test_the_cycle_kernels_compiled_beside_cover_real_searches(data_dir, tmp_pat
     for path in {[str(p) for p in traces]!r}:
         for kind in ("kernel", "cpu_op"):
             found[f"{{path}} {{kind}}"] = cycles.analyse(gpuan.load(path), kind=kind).summary["events"]
-    print(json.dumps({{"compiled": len(before), "added": added(before, signatures("gpuan.cycles")),
-                      "found": found}}))
+    after = signatures("gpuan.cycles")
+    waited_for = [f"{{d.py_func.__module__}}.{{d.py_func.__qualname__}}" for d in cycle_functions()]
+    print(json.dumps({{"compiled": len(before), "added": added(before, after), "found": found,
+                      "used": sorted(k for k, v in after.items() if v), "waited_for": sorted(waited_for)}}))
     """,
         tmp_path,
     )
     assert out["compiled"] >= 10
     assert out["added"] == {}, "a real search compiled what cycle_kernels had not"
+    # every kernel a search ran is one whose first compile in the command waits for the other process
+    assert set(out["used"]) <= set(out["waited_for"]), set(out["used"]) - set(out["waited_for"])
     assert all(n > 0 for key, n in out["found"].items() if "kernel" in key and "gloo" not in key)
 
 
@@ -113,87 +117,105 @@ def slow():
     time.sleep(600)
 """
 
-
-def test_compiled_beside_compiles_in_another_process_and_the_caller_loads_it(tmp_path):
-    (tmp_path / "beside_mod.py").write_text(_MODULE)
-    out = _python(
-        """
-    import json, os
+_BESIDE = """
+    import json
     import beside_mod
     from gpuan.jit_cache import compiled_beside, compiled_on_disk
 
-    cold = compiled_on_disk(beside_mod.add_one)
-    with compiled_beside(beside_mod.add_one, "beside_mod:warm") as compiled:
-        started = getattr(compiled, "__self__", None) is not None
-        compiled()
-    here = len(beside_mod.add_one.signatures)
-    value = beside_mod.add_one(41)
-    print(json.dumps({"cold": cold, "started": started, "on_disk": compiled_on_disk(beside_mod.add_one),
-                      "compiled_here_before": here, "value": value,
-                      "cache_hits": sum(beside_mod.add_one.stats.cache_hits.values())}))
-    """,
-        tmp_path,
-        NUMBA_CACHE_DIR=str(tmp_path / "numba"),
-    )
-    assert out["cold"] is False and out["started"] is True
-    assert out["on_disk"] is True and out["compiled_here_before"] == 0
-    assert out["value"] == 42 and out["cache_hits"] == 1
-
-    # the cache is warm now: nothing starts, and waiting returns at once
-    again = _python(
-        """
-    import json
-    import beside_mod
-    from gpuan.jit_cache import compiled_beside
-
-    with compiled_beside(beside_mod.add_one, "beside_mod:slow") as compiled:
-        started = getattr(compiled, "__self__", None) is not None
-        compiled()
-    print(json.dumps({"started": started}))
-    """,
-        tmp_path,
-        NUMBA_CACHE_DIR=str(tmp_path / "numba"),
-    )
-    assert again["started"] is False
+    def stats(f):
+        return {"hits": sum(f.stats.cache_hits.values()), "misses": sum(f.stats.cache_misses.values())}
+"""
 
 
-def test_an_error_while_compiling_beside_stops_the_other_process(tmp_path):
+def _beside(code: str, tmp_path: Path, **env: str) -> dict:
     (tmp_path / "beside_mod.py").write_text(_MODULE)
-    out = _python(
-        """
-    import json
-    import beside_mod
-    from gpuan.jit_cache import compiled_beside
+    return _python(_BESIDE + code, tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "numba"), **env)
 
-    child = None
+
+def test_a_kernel_compiled_beside_is_loaded_by_its_first_call(tmp_path):
+    out = _beside(
+        """
+    on_disk = compiled_on_disk(beside_mod.add_one)
+    with compiled_beside([beside_mod.add_one], "beside_mod:warm") as child:
+        value = beside_mod.add_one(41)  # waits for the other process, then loads what it compiled
+        print(json.dumps({"on_disk": on_disk, "started": child is not None, "returncode": child.returncode,
+                          "value": value, **stats(beside_mod.add_one)}))
+    """,
+        tmp_path,
+    )
+    assert out == {"on_disk": False, "started": True, "returncode": 0, "value": 42, "hits": 1, "misses": 0}
+
+    # the cache is warm now: nothing starts
+    again = _beside(
+        """
+    with compiled_beside([beside_mod.add_one], "beside_mod:slow") as child:
+        value = beside_mod.add_one(1)
+    print(json.dumps({"started": child is not None, "value": value, **stats(beside_mod.add_one)}))
+    """,
+        tmp_path,
+    )
+    assert again == {"started": False, "value": 2, "hits": 1, "misses": 0}
+
+
+def test_leaving_the_block_stops_a_compile_not_waited_for(tmp_path):
+    out = _beside(
+        """
     try:
-        with compiled_beside(beside_mod.add_one, "beside_mod:slow") as compiled:
-            child = compiled.__self__
+        with compiled_beside([beside_mod.add_one], "beside_mod:slow") as child:
             raise ValueError("the trace could not be read")
     except ValueError as e:
-        print(json.dumps({"error": str(e), "returncode": child.returncode}))
+        error = str(e)
+    with compiled_beside([beside_mod.add_one], "beside_mod:slow") as unneeded:
+        pass  # the kernel was never called (no events of the kind asked for, say)
+    print(json.dumps({"error": error, "returncodes": [child.returncode, unneeded.returncode],
+                      "compile_restored": "compile" not in vars(beside_mod.add_one)}))
     """,
         tmp_path,
-        NUMBA_CACHE_DIR=str(tmp_path / "numba"),
     )
     assert out["error"] == "the trace could not be read"
-    assert out["returncode"] not in (None, 0)  # killed, not waited for through its 600 s
+    assert out["returncodes"][0] < 0 and out["returncodes"][1] < 0  # killed, not waited for through 600 s
+    assert out["compile_restored"]
 
 
-def test_no_process_starts_on_one_core(tmp_path):
-    (tmp_path / "beside_mod.py").write_text(_MODULE)
+def test_one_thread_starts_no_process(tmp_path):
+    out = _beside(
+        """
+    with compiled_beside([beside_mod.add_one], "beside_mod:slow") as child:
+        pass
+    print(json.dumps({"started": child is not None}))
+    """,
+        tmp_path,
+        GPUAN_THREADS="1",
+    )
+    assert out == {"started": False}
+
+
+def test_a_first_simulation_loads_the_loop_compiled_beside(tmp_path):
+    """The command's own flow with an empty cache: nothing of the loop is compiled in this process."""
     out = _python(
         """
-    import json, os
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    import beside_mod
+    import json
+    import numpy as np
+    from gpuan.cli.first_run import stream_functions
+    from gpuan.devices import lookup
     from gpuan.jit_cache import compiled_beside
+    from gpuan.streams import simulate
+    from gpuan.streams.workload import KERNEL, Workload
 
-    with compiled_beside(beside_mod.add_one, "beside_mod:slow") as compiled:
-        started = getattr(compiled, "__self__", None) is not None
-    print(json.dumps({"cores": len(os.sched_getaffinity(0)), "started": started}))
+    n = 5
+    w = Workload(names=["k"] * n, kind=np.full(n, KERNEL, np.int8), start=np.arange(n) * 10.0, dur=np.full(n, 5.0),
+                 gap=np.full(n, 5.0), bytes=np.zeros(n, np.int64), pageable=np.zeros(n, bool),
+                 grid=np.full(n, 64), threads=np.full(n, 256), registers=np.full(n, 40),
+                 shared_memory=np.zeros(n, np.int64), device=0, stream=3)
+    with compiled_beside(stream_functions(), "gpuan.cli.first_run:stream_loop") as child:
+        total = simulate.simulate(w, simulate.Settings(lookup("A100"), 3)).total
+    loop = [simulate._run, simulate._spread]
+    print(json.dumps({"started": child is not None, "total": total,
+                      "misses": sum(sum(f.stats.cache_misses.values()) for f in loop),
+                      "hits": sum(sum(f.stats.cache_hits.values()) for f in loop)}))
     """,
         tmp_path,
         NUMBA_CACHE_DIR=str(tmp_path / "numba"),
     )
-    assert out == {"cores": 1, "started": False}
+    assert out["started"] and out["total"] > 0
+    assert out["misses"] == 0 and out["hits"] >= 1, out

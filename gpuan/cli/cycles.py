@@ -67,14 +67,13 @@ def show(
 
     def plain() -> int:
         from gpuan import cycles
+        from gpuan.cli.first_run import cycle_functions
         from gpuan.cli.loading import load_trace
-        from gpuan.cycles.periods import periodic_regions
         from gpuan.jit_cache import compiled_beside
 
-        with compiled_beside(periodic_regions, "gpuan.cli.first_run:cycle_kernels") as compiled:
-            trace = load_trace(path, projection=cycles.reads(kind))
-            compiled()
-        return _emit(cycles.analyse(trace, **options), path, base, fmt)
+        with compiled_beside(cycle_functions(), "gpuan.cli.first_run:cycle_kernels"):
+            result = cycles.analyse(load_trace(path, projection=cycles.reads(kind)), **options)
+        return _emit(result, path, base, fmt)
 
     def dealt(procs) -> int:
         from gpuan.cli.dealt import device

@@ -1,10 +1,31 @@
 """What a command's first run compiles in a process of its own while it reads its trace
-(:func:`gpuan.jit_cache.compiled_beside`): each function here calls an analysis on a small made-up input,
-so that numba compiles its kernels, for the argument types real traces give them, into its on-disk cache."""
+(:func:`gpuan.jit_cache.compiled_beside`): each entry calls an analysis on a small made-up input, so that
+numba compiles its kernels, for the argument types real traces give them, into its on-disk cache; beside
+each, the numba functions whose first compile in the command waits for that process."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+
+def stream_functions() -> list[Any]:
+    """Return the numba functions :func:`stream_loop` compiles: the event loop (its helpers compile with it)."""
+    from gpuan.streams.simulate import _run
+
+    return [_run]
+
+
+def cycle_functions() -> list[Any]:
+    """Return the numba functions of cycle detection, which :func:`cycle_kernels` compiles."""
+    from importlib import import_module
+
+    from numba.core.registry import CPUDispatcher
+
+    # by module name: the package's `detect` is the function of that name
+    modules = [import_module(f"gpuan.cycles.{m}") for m in ("periods", "detect", "interleave")]
+    return [f for m in modules for f in vars(m).values() if isinstance(f, CPUDispatcher)]
 
 
 def stream_loop() -> None:

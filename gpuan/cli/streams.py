@@ -48,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command on the parsed `args`; returns the exit code (0; errors are raised)."""
+    from gpuan.cli.first_run import stream_functions
     from gpuan.cli.loading import load_trace
     from gpuan.jit_cache import compiled_beside, compiled_on_disk
     from gpuan.outputs import streams as output
@@ -57,16 +58,15 @@ def run(args: argparse.Namespace) -> int:
     # event loop, in a process of its own while the trace is read
     if sys.stderr.isatty() and not compiled_on_disk(simulate._run):
         print("gpuan: compiling the stream simulator (first run only, about 20 seconds)", file=sys.stderr)
-    with compiled_beside(simulate._run, "gpuan.cli.first_run:stream_loop") as compiled:
+    with compiled_beside(stream_functions(), "gpuan.cli.first_run:stream_loop"):
         trace = load_trace(args.trace, projection=reads())
         measured = load_trace(args.measured, projection=reads()) if args.measured else None
-        compiled()
-    with simulation_progress() as progress:
-        result = analyse(
-            trace, streams=args.streams, gpu=args.gpu, launch_order=args.launch_order, stream=args.stream,
-            undimensioned=args.undimensioned, measured=measured, source=args.trace, measured_source=args.measured,
-            progress=progress,
-        )  # fmt: skip
+        with simulation_progress() as progress:
+            result = analyse(
+                trace, streams=args.streams, gpu=args.gpu, launch_order=args.launch_order, stream=args.stream,
+                undimensioned=args.undimensioned, measured=measured, source=args.trace,
+                measured_source=args.measured, progress=progress,
+            )  # fmt: skip
     if args.output:
         output.write_timeline(result, args.output)
     print(output.json_text(result) if args.format == "json" else output.text(result, args.output), end="")

@@ -27,7 +27,8 @@ def thread_count() -> int:
 
 
 def side_by_side(calls: Sequence[Callable[[], T]], rows: int) -> list[T]:
-    """Return each call's result, in order; the first exception a call raised is raised here.
+    """Return each call's result, in order. Where calls raise, the exception of the first of them (in
+    order) is raised here; on threads, every call has run by then.
 
     The calls must be independent. numpy gives up the GIL for large copies, gathers and sorts, so for a
     table of `rows` rows at or above :data:`PARALLEL_ROWS` they run on :func:`thread_count` threads; a

@@ -37,7 +37,7 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
     or never needed the kernels. A process that cannot be started is no error: nothing starts."""
     from gpuan.trace.threads import thread_count
 
-    if all(compiled_on_disk(d) for d in dispatchers) or thread_count() < 2:
+    if all(compiled_on_disk(d) for d in dispatchers) or thread_count() < 2 or not sys.executable:
         yield None
         return
     module, function = entry.split(":")

@@ -14,13 +14,17 @@ from typing import Any
 
 
 def compiled_on_disk(dispatcher) -> bool:
-    """Return whether numba's on-disk cache already holds the compiled code of `dispatcher` (an
-    ``@njit(cache=True)`` function); if not, its first call compiles it. Best effort: True when it
-    cannot tell."""
+    """Return whether numba's on-disk cache already holds compiled code of `dispatcher` (an
+    ``@njit(cache=True)`` function) for its source as it is now; if not, its first call compiles it (an index
+    written for older source, as after an upgrade, holds nothing). Best effort: True when it cannot tell."""
     try:
-        return os.path.exists(dispatcher._cache._cache_file._index_path)
+        index = dispatcher._cache._cache_file
     except AttributeError:
         return True
+    try:
+        return bool(index._load_index())  # {} where missing, of another numba, or for other source
+    except Exception:  # (a private method numba may change)
+        return os.path.exists(getattr(index, "_index_path", ""))
 
 
 @contextmanager
@@ -41,9 +45,13 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
         yield None
         return
     module, function = entry.split(":")
-    # this gpuan, not whatever the working directory holds: `-c` puts the working directory first
+    # this gpuan, not whatever the working directory holds: `-c` puts the working directory first (unless
+    # Python runs with safe paths)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = f"import sys; sys.path[0] = {root!r}; import importlib; importlib.import_module({module!r}).{function}()"
+    code = (
+        f"import sys; sys.path[: 0 if getattr(sys.flags, 'safe_path', 0) else 1] = [{root!r}]; "
+        f"import importlib; importlib.import_module({module!r}).{function}()"
+    )
     try:
         child = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -52,9 +60,9 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
     except OSError:
         yield None
         return
-    for d in dispatchers:
-        d.compile = _after(child, d.compile)  # shadows the method, for this block only
     try:
+        for d in dispatchers:
+            d.compile = _after(child, d.compile)  # shadows the method, for this block only
         yield child
     finally:
         for d in dispatchers:
@@ -64,11 +72,21 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
         child.wait()
 
 
+#: seconds a compile waits for the other process before stopping it and compiling itself (a first compile of
+#: the stream simulator's event loop takes about 21 s on a 2-core machine)
+WAIT_S = 300
+
+
 def _after(child: subprocess.Popen, compile_: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """Return numba's `compile_` (a dispatcher's bound method) made to wait for `child` to end first."""
+    """Return numba's `compile_` (a dispatcher's bound method) made to wait for `child` to end first (stopped
+    after :data:`WAIT_S` seconds: the compile then happens here)."""
 
     def compile(sig):
-        child.wait()
+        try:
+            child.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
         return compile_(sig)
 
     return compile

@@ -129,7 +129,10 @@ _BESIDE = """
 
 def _beside(code: str, tmp_path: Path, **env: str) -> dict:
     (tmp_path / "beside_mod.py").write_text(_MODULE)
-    return _python(_BESIDE + code, tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "numba"), **env)
+    # two threads, whatever this machine's cores: a process starts only where a command may use two
+    return _python(
+        _BESIDE + code, tmp_path, **{"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "GPUAN_THREADS": "2", **env}
+    )
 
 
 def test_a_kernel_compiled_beside_is_loaded_by_its_first_call(tmp_path):
@@ -216,6 +219,28 @@ def test_a_first_simulation_loads_the_loop_compiled_beside(tmp_path):
     """,
         tmp_path,
         NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+        GPUAN_THREADS="2",
     )
     assert out["started"] and out["total"] > 0
     assert out["misses"] == 0 and out["hits"] >= 1, out
+
+
+def test_an_index_of_older_source_is_not_compiled_code(tmp_path):
+    """After an upgrade numba's index on disk is that of the old source: nothing in it is this code's."""
+    first = _beside(
+        """
+    beside_mod.add_one(1)
+    print(json.dumps({"on_disk": compiled_on_disk(beside_mod.add_one)}))
+    """,
+        tmp_path,
+    )
+    (tmp_path / "beside_mod.py").write_text(_MODULE.replace("x + 1", "x + 10"))  # the "upgrade": another size
+    after = _python(
+        _BESIDE
+        + """
+    print(json.dumps({"on_disk": compiled_on_disk(beside_mod.add_one), "value": beside_mod.add_one(1)}))
+    """,
+        tmp_path,
+        NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+    )
+    assert first == {"on_disk": True} and after == {"on_disk": False, "value": 11}

@@ -8,6 +8,7 @@ signatures real traces need, so a missing one would go unnoticed there."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -19,8 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 def _python(code: str, tmp_path: Path, **env: str) -> dict:
     """Run `code` in a fresh interpreter with this checkout's gpuan and `env` added; return the JSON object
     its last line printed."""
-    import os
-
     full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]), **env)
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], env=full, cwd=tmp_path, capture_output=True, text=True,

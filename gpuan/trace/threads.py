@@ -34,8 +34,8 @@ def side_by_side(calls: Sequence[Callable[[], T]], rows: int) -> list[T]:
     table of `rows` rows at or above :data:`PARALLEL_ROWS` they run on :func:`thread_count` threads; a
     smaller table's run here, in order, as handing them to threads costs more than they take (5-9 ms a
     table of a few thousand rows, measured; a wash at 600k rows)."""
-    threads = min(thread_count(), len(calls))
-    if threads <= 1 or rows < PARALLEL_ROWS:
+    threads = 1 if rows < PARALLEL_ROWS else min(thread_count(), len(calls))  # small tables: no affinity call
+    if threads <= 1:
         return [call() for call in calls]
     with ThreadPoolExecutor(threads, thread_name_prefix="gpuan-columns") as pool:
         return list(pool.map(lambda call: call(), calls))

@@ -108,38 +108,6 @@ K_DUR = np.uint64(key_hash("dur"))
 K_ID = np.uint64(key_hash("id"))
 K_BP = np.uint64(key_hash("bp"))
 K_ARGS = np.uint64(key_hash("args"))
-# Keys inside "args".
-A_CORR = np.uint64(key_hash("correlation"))
-A_EXT = np.uint64(key_hash("External id"))
-A_DEVICE = np.uint64(key_hash("device"))
-A_STREAM = np.uint64(key_hash("stream"))
-A_GRID = np.uint64(key_hash("grid"))
-A_BLOCK = np.uint64(key_hash("block"))
-A_REGS = np.uint64(key_hash("registers per thread"))
-A_SHMEM = np.uint64(key_hash("shared memory"))
-A_BYTES = np.uint64(key_hash("bytes"))
-A_COLL = np.uint64(key_hash("Collective name"))
-A_IN_N = np.uint64(key_hash("In msg nelems"))
-A_OUT_N = np.uint64(key_hash("Out msg nelems"))
-A_GROUP = np.uint64(key_hash("Group size"))
-A_DTYPE = np.uint64(key_hash("dtype"))
-A_PG_NAME = np.uint64(key_hash("Process Group Name"))
-A_PG_RANKS = np.uint64(key_hash("Process Group Ranks"))
-# PyTorch names the other side of a send/recv "Dst Rank"/"Src Rank" (record_param_comms)
-A_DST = np.uint64(key_hash("Dst Rank"))
-A_SRC = np.uint64(key_hash("Src Rank"))
-A_SEQ = np.uint64(key_hash("Sequence number"))
-A_FWD = np.uint64(key_hash("Fwd thread id"))
-A_IN_DIMS = np.uint64(key_hash("Input Dims"))
-A_IN_TYPES = np.uint64(key_hash("Input type"))
-A_CONCRETE = np.uint64(key_hash("Concrete Inputs"))
-A_NAME = np.uint64(key_hash("name"))
-A_LABELS = np.uint64(key_hash("labels"))
-A_SORT = np.uint64(key_hash("sort_index"))
-A_KIND = np.uint64(key_hash("kind"))
-# [memory] events name the framework's device (type and index): evidence for ROCm's agent numbering
-A_MEM_DEV = np.uint64(key_hash("Device Id"))
-A_MEM_DEV_TYPE = np.uint64(key_hash("Device Type"))
 K_TRACE_EVENTS = np.uint64(key_hash("traceEvents"))
 
 # Scratch indices as plain ints so numba folds them into constants.
@@ -727,66 +695,49 @@ def _member_key(buf, b64, pos, n):
 SKIP, INT64, INT32, TEXT, JSON_TEXT, TRIPLE = range(6)
 
 
+# The args keys gpuan reads: (key, how its value is kept, its scratch column). PyTorch names the other side
+# of a send/recv "Dst Rank"/"Src Rank" (record_param_comms); [memory] events name the framework's device
+# ("Device Id", "Device Type"): evidence for ROCm's agent numbering.
+ARG_FIELDS = (
+    ("correlation", INT64, S_CORR), ("External id", INT64, S_EXT), ("stream", INT64, S_STREAM),
+    ("shared memory", INT64, S_SHMEM), ("bytes", INT64, S_BYTES), ("In msg nelems", INT64, S_IN_N),
+    ("Out msg nelems", INT64, S_OUT_N), ("Sequence number", INT64, S_SEQ), ("Fwd thread id", INT64, S_FWD),
+    ("sort_index", INT64, S_SORT), ("device", INT32, T_DEVICE), ("registers per thread", INT32, T_REGS),
+    ("Group size", INT32, T_GROUP), ("Dst Rank", INT32, T_PEER), ("Src Rank", INT32, T_PEER),
+    ("Device Id", INT32, T_MEM_DEV), ("Device Type", INT32, T_MEM_DEV_TYPE), ("grid", TRIPLE, T_GRID),
+    ("block", TRIPLE, T_BLOCK), ("Collective name", TEXT, T_COLL), ("dtype", TEXT, T_DTYPE),
+    ("Process Group Name", TEXT, T_PG_NAME), ("name", TEXT, T_ARG_NAME), ("labels", TEXT, T_ARG_LABELS),
+    ("Process Group Ranks", JSON_TEXT, T_PG_RANKS), ("Input Dims", JSON_TEXT, T_IN_DIMS),
+    ("Input type", JSON_TEXT, T_IN_TYPES), ("Concrete Inputs", JSON_TEXT, T_CONCRETE),
+    ("kind", JSON_TEXT, T_ARG_KIND),
+)  # fmt: skip
+
+
+def _arg_slots(bits: int = 7) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Return (shift, hashes, hows, columns): a table of 2**bits slots that holds each of ARG_FIELDS at slot
+    (key hash >> shift) % 2**bits, the first shift that gives every key a slot of its own (SKIP elsewhere)."""
+    hashes = [key_hash(key) for key, _, _ in ARG_FIELDS]
+    mask = (1 << bits) - 1
+    shift = next(s for s in range(64 - bits + 1) if len({(h >> s) & mask for h in hashes}) == len(hashes))
+    keys, hows, cols = np.zeros(mask + 1, np.uint64), np.full(mask + 1, SKIP, np.int64), np.zeros(mask + 1, np.int64)
+    for h, (_, how, col) in zip(hashes, ARG_FIELDS):
+        slot = (h >> shift) & mask
+        keys[slot], hows[slot], cols[slot] = h, how, col
+    return shift, keys, hows, cols
+
+
+_ARG_SHIFT, ARG_KEYS, ARG_HOWS, ARG_COLS = _arg_slots()
+_ARG_SHIFT_U, _ARG_MASK = np.uint64(_ARG_SHIFT), np.uint64(ARG_KEYS.size - 1)
+
+
 @_jit(forceinline=True)
 def _arg_target(h):
-    """Return (how, scratch column) for the value of the args key with hash h."""
-    if h == A_CORR:
-        return INT64, S_CORR
-    if h == A_EXT:
-        return INT64, S_EXT
-    if h == A_STREAM:
-        return INT64, S_STREAM
-    if h == A_SHMEM:
-        return INT64, S_SHMEM
-    if h == A_BYTES:
-        return INT64, S_BYTES
-    if h == A_IN_N:
-        return INT64, S_IN_N
-    if h == A_OUT_N:
-        return INT64, S_OUT_N
-    if h == A_SEQ:
-        return INT64, S_SEQ
-    if h == A_FWD:
-        return INT64, S_FWD
-    if h == A_SORT:
-        return INT64, S_SORT
-    if h == A_DEVICE:
-        return INT32, T_DEVICE
-    if h == A_REGS:
-        return INT32, T_REGS
-    if h == A_GROUP:
-        return INT32, T_GROUP
-    if h == A_DST or h == A_SRC:
-        return INT32, T_PEER
-    if h == A_MEM_DEV:
-        return INT32, T_MEM_DEV
-    if h == A_MEM_DEV_TYPE:
-        return INT32, T_MEM_DEV_TYPE
-    if h == A_GRID:
-        return TRIPLE, T_GRID
-    if h == A_BLOCK:
-        return TRIPLE, T_BLOCK
-    if h == A_COLL:
-        return TEXT, T_COLL
-    if h == A_DTYPE:
-        return TEXT, T_DTYPE
-    if h == A_PG_NAME:
-        return TEXT, T_PG_NAME
-    if h == A_NAME:
-        return TEXT, T_ARG_NAME
-    if h == A_LABELS:
-        return TEXT, T_ARG_LABELS
-    if h == A_PG_RANKS:
-        return JSON_TEXT, T_PG_RANKS
-    if h == A_IN_DIMS:
-        return JSON_TEXT, T_IN_DIMS
-    if h == A_IN_TYPES:
-        return JSON_TEXT, T_IN_TYPES
-    if h == A_CONCRETE:
-        return JSON_TEXT, T_CONCRETE
-    if h == A_KIND:
-        return JSON_TEXT, T_ARG_KIND
-    return SKIP, 0
+    """Return (how, scratch column) for the value of the args key with hash h: one table lookup, not a compare
+    per key read (most keys of real traces' args are skipped: "Ev Idx", "Python id", "Input Strides", ...)."""
+    slot = np.int64((h >> _ARG_SHIFT_U) & _ARG_MASK)
+    if ARG_KEYS[slot] == h:
+        return ARG_HOWS[slot], ARG_COLS[slot]
+    return SKIP, np.int64(0)
 
 
 @_jit(forceinline=True)

@@ -969,6 +969,44 @@ def test_one_line_of_text_that_is_not_plain_json(text, want):
     assert one_line(text) == want
 
 
+def test_one_line_takes_text_already_in_one_line_as_it_is():
+    """one_line returns a text unchanged where it judges it laid out already (counting, not splitting it into
+    words): never where the word-by-word layout would differ, over 200,000 random texts of the characters
+    that matter (blanks of every kind, separators, strings, escapes, words)."""
+    import random
+
+    from gpuan.trace.kineto.shapes import _in_one_line, _relaid
+
+    pieces = [
+        "[", "]", "{", "}", ",", ":", " ", "  ", "\n", "\t", "\u00a0", "\u2028", "\x1c", "1", "77", "ab", "_", "\u00e9",
+        '"x"', '"a, b"', '"c:d"', '"e\\"f"', '"', "\\", "-", ".", "long int", " ,", ", ", ": ", '", "',
+    ]  # fmt: skip
+    rng = random.Random(7)
+    kept = 0
+    for _ in range(200_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        if _in_one_line(text):
+            kept += 1
+            assert _relaid(text) == text, repr(text)
+        assert one_line(text) == _relaid(text)
+    assert kept > 10_000  # the quick path is taken, and checked, often
+
+
+def test_one_line_of_real_argument_texts(data_dir):
+    """Every Input Dims, Input type and Concrete Inputs text of the real traces comes out of one_line as the
+    word-by-word layout makes it; most of them (Kineto's own compact layout) were in one line already."""
+    from gpuan.trace.kineto.shapes import _in_one_line, _relaid
+
+    texts = set()
+    for name in kineto_files():
+        for event in json.loads(gzip.open(data_dir / "kineto" / name).read()).get("traceEvents", []):
+            args = event.get("args") or {}
+            texts.update(json.dumps(args[k]) for k in ("Input Dims", "Input type", "Concrete Inputs") if k in args)
+    assert len(texts) > 1_000
+    assert all(one_line(t) == _relaid(t) for t in texts)
+    assert sum(map(_in_one_line, texts)) > len(texts) // 2
+
+
 @pytest.mark.parametrize("name", [p.name for p in sorted((DATA / "kineto").glob("mi*.json.gz"))] or ["(none)"])
 def test_rocm_gpu_events_name_a_listed_device(data_dir, name):
     """ROCm kernels carry HSA agent ids (CPU agents are numbered first); the table's device is an index

@@ -34,7 +34,9 @@ BLOCK_BYTES = 16 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 HEADROOM = 1 << 20  # bytes free before a block read ahead, for the unfinished event carried into it
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
-SERIAL_ROWS = 4096  # scratch rows of a scan by the main thread alone, drained each time they fill
+# scratch rows of a scan by the main thread alone, drained each time they fill: 1 MB, not a block's worth of
+# rows (65 MB), whose fresh pages cost a fault each (the 28 real traces: 43k faults a pass, not 64k)
+SERIAL_ROWS = 4096
 CHUNKS_PER_THREAD = 4  # a block's chunks per scanning thread, taken in turn by whichever thread is free
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
 MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
@@ -309,7 +311,7 @@ def scan_parts(
         # scanning threads took 1.3 ms of a 3.4 ms scan of a 17 KB trace
         threads = 1 if size < MIN_PARALLEL_BYTES else threads
         chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD
-        cap = BLOCK_BYTES // chunks // BYTES_PER_ROW + 64 if chunks else SERIAL_ROWS
+        cap = (BLOCK_BYTES // chunks // BYTES_PER_ROW + 64) if chunks else SERIAL_ROWS
         # one table per scanning thread, and one (the last) for what the main thread scans
         tables = [StringTable() for _ in range(1 if threads == 1 else threads + 1)]
         # in parallel, one block's rows wait in one scratch while the next block is scanned into the other
@@ -377,7 +379,7 @@ def scan_parts(
             for b in (block, following):
                 if b is not None:
                     b.cancel()
-    del scratches, scratch, block, following, waiting, reads  # the scratch is as large as a block's rows
+    del scratches, scratch, block, following, waiting, reads  # a parallel scan's scratch holds a block's rows
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
 

@@ -718,7 +718,9 @@ def _arg_slots(bits: int = 7) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     (key hash >> shift) % 2**bits, the first shift that gives every key a slot of its own (SKIP elsewhere)."""
     hashes = [key_hash(key) for key, _, _ in ARG_FIELDS]
     mask = (1 << bits) - 1
-    shift = next(s for s in range(64 - bits + 1) if len({(h >> s) & mask for h in hashes}) == len(hashes))
+    shift = next((s for s in range(64 - bits + 1) if len({(h >> s) & mask for h in hashes}) == len(hashes)), None)
+    if shift is None:
+        raise ValueError(f"no {bits} bits of the args keys' hashes tell all {len(hashes)} keys apart: use more bits")
     keys, hows, cols = np.zeros(mask + 1, np.uint64), np.full(mask + 1, SKIP, np.int64), np.zeros(mask + 1, np.int64)
     for h, (_, how, col) in zip(hashes, ARG_FIELDS):
         slot = (h >> shift) & mask

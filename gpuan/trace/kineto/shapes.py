@@ -13,6 +13,7 @@ import re
 # a JSON string (escapes kept as written); split on it, a text alternates between what lies between
 # strings and the strings themselves
 _STRING = re.compile(r'("(?:[^"\\]|\\.)*"?)')
+# any blank but a plain space: \s is what str.split() splits on (every Unicode blank, not only ASCII ones)
 _BLANK_NOT_SPACE = re.compile(r"[^\S ]")
 
 
@@ -42,8 +43,9 @@ def _relaid(text: str) -> str:
 def _in_one_line(text: str) -> bool:
     """Whether :func:`one_line` would return `text` unchanged because it is laid out so already: every blank a
     space right after a ',' or ':', and every ',' and ':' followed by one (strings' insides included, which
-    only makes the test stricter). Most texts Kineto writes are (93% of those in ../shared/data's traces):
-    counting in C is about 5x faster than splitting them into words."""
+    only makes the test stricter). Most texts Kineto writes are (93% of those in ../shared/data's traces), and
+    counting in C takes such a text in 40% of the time that laying it out word by word does (2.2 against
+    5.7 us on average there)."""
     pairs = text.count(", ") + text.count(": ")
     return (
         text.count(" ") == pairs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import mmap
+import random
 import threading
 import zlib
 from collections import Counter, defaultdict
@@ -18,7 +19,7 @@ from conftest import DATA, KINETO_KIND, kineto_files
 
 import gpuan
 from gpuan.trace.kineto import reader
-from gpuan.trace.kineto.shapes import one_line
+from gpuan.trace.kineto.shapes import _in_one_line, _relaid, one_line
 
 
 def raw_events(path):
@@ -195,6 +196,14 @@ def test_parallel_blocks_give_the_same_table(loaded, monkeypatch, headroom):
     assert small.metadata == trace.metadata
 
 
+def _count_scan_statuses(monkeypatch) -> Counter:
+    """Have every call of the scanner counted by the status it returns; returns the counter."""
+    statuses = Counter()
+    scan = reader.sc.scan
+    monkeypatch.setattr(reader.sc, "scan", lambda *a: (r := scan(*a)) and statuses.update([r[0]]) or r)
+    return statuses
+
+
 @pytest.mark.parametrize("headroom", [1 << 16, 96])
 def test_a_scratch_drained_every_few_rows_gives_the_same_table(loaded, monkeypatch, headroom):
     """One thread scanning into a scratch of 7 rows, drained each time it fills (the scratch of a serial scan
@@ -204,9 +213,7 @@ def test_a_scratch_drained_every_few_rows_gives_the_same_table(loaded, monkeypat
     monkeypatch.setattr(reader, "SERIAL_ROWS", 7)
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
     monkeypatch.setattr(reader, "HEADROOM", headroom)
-    statuses = Counter()
-    scan = reader.sc.scan
-    monkeypatch.setattr(reader.sc, "scan", lambda *a: (r := scan(*a)) and statuses.update([r[0]]) or r)
+    statuses = _count_scan_statuses(monkeypatch)
     small = gpuan.trace.kineto.build_trace(reader.scan_file(str(path), threads=1), source=str(path))
     assert statuses[reader.sc.FULL] > len(events) // 7 // 2
     assert small.events.equals(trace.events)
@@ -243,9 +250,7 @@ def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkey
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 18)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
     monkeypatch.setattr(reader, "BYTES_PER_ROW", 1 << 11)  # 80 rows a chunk, which holds about 150 events
-    statuses = Counter()
-    scan = reader.sc.scan
-    monkeypatch.setattr(reader.sc, "scan", lambda *a: (r := scan(*a)) and statuses.update([r[0]]) or r)
+    statuses = _count_scan_statuses(monkeypatch)
     reads = [reader.scan_file(str(path), threads=threads) for _ in range(4)]
     assert all(raw.strings == reads[0].strings for raw in reads)
     assert set(one.strings) <= set(reads[0].strings)
@@ -992,10 +997,6 @@ def test_one_line_takes_text_already_in_one_line_as_it_is():
     """one_line returns a text unchanged where it judges it laid out already (counting, not splitting it into
     words): never where the word-by-word layout would differ, over 200,000 random texts of the characters
     that matter (blanks of every kind, separators, strings, escapes, words)."""
-    import random
-
-    from gpuan.trace.kineto.shapes import _in_one_line, _relaid
-
     pieces = [
         "[", "]", "{", "}", ",", ":", " ", "  ", "\n", "\t", "\u00a0", "\u2028", "\x1c", "1", "77", "ab", "_", "\u00e9",
         '"x"', '"a, b"', '"c:d"', '"e\\"f"', '"', "\\", "-", ".", "long int", " ,", ", ", ": ", '", "',
@@ -1015,8 +1016,6 @@ def test_one_line_of_real_argument_texts(data_dir):
     """Every JSON text the scanner kept from the real traces (Input Dims, Input type, Concrete Inputs, Process
     Group Ranks, as written: one trace pretty-prints them over many lines) comes out of one_line as the
     word-by-word layout makes it; most (Kineto's own compact layout) were in one line already, not all."""
-    from gpuan.trace.kineto.shapes import _in_one_line, _relaid
-
     texts = set()
     for name in kineto_files():
         texts.update(s for s in reader.scan_file(str(data_dir / "kineto" / name)).strings if s[:1] in "[{")

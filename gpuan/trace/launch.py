@@ -21,9 +21,11 @@ from gpuan.arrays import unique_rows
 from gpuan.trace.nesting import ancestor_where, enclosing
 
 
-def ints(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
-    """Return an integer column as int64 numpy, nulls as `null`."""
-    return table[name].combine_chunks().fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
+def ints(table: pa.Table, name: str, null: int = -1, rows: np.ndarray | None = None) -> np.ndarray:
+    """Return an integer column as int64 numpy, nulls as `null`; only its values at `rows` where given
+    (gathered before they are converted: cheaper where the rows are a small share of the table)."""
+    column = table[name].combine_chunks() if rows is None else table[name].take(pa.array(rows))
+    return column.fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def group_ids(*columns: np.ndarray) -> np.ndarray:

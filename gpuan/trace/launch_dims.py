@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.trace.launch import match
+from gpuan.trace.launch import ints, match
 from gpuan.trace.table import kind_mask
 
 #: HIP launch calls whose grid arguments are global work sizes (work-items), not blocks
@@ -34,7 +34,7 @@ def work_item_kernels(table: pa.Table, launches: np.ndarray | None = None) -> np
         if launches.size == 0:
             return np.empty(0, np.int64)
         kernel_rows = _rows(kind_mask(table["kind"], ("kernel",)))
-        corr = _ints_at(table, "correlation", kernel_rows)
+        corr = ints(table, "correlation", rows=kernel_rows)
         return kernel_rows[(corr != -1) & np.isin(corr, launches)]
     named = _named(table["name"], WORK_ITEM_LAUNCHES)
     if named is None or not named.true_count:  # every CUDA trace, and ROCm traces without module launches
@@ -43,17 +43,11 @@ def work_item_kernels(table: pa.Table, launches: np.ndarray | None = None) -> np
     kernel_rows = _rows(kind_mask(table["kind"], ("kernel",)))
     if launch_rows.size == 0 or kernel_rows.size == 0:
         return np.empty(0, np.int64)
-    keys = [(_ints_at(table, "correlation", r),) for r in (kernel_rows, launch_rows)]
+    keys = [(ints(table, "correlation", rows=r),) for r in (kernel_rows, launch_rows)]
     if "rank" in table.column_names:
-        keys = [(_ints_at(table, "rank", r, 0), *k) for r, k in zip((kernel_rows, launch_rows), keys)]
+        keys = [(ints(table, "rank", 0, r), *k) for r, k in zip((kernel_rows, launch_rows), keys)]
     found = match(*keys)
     return kernel_rows[found >= 0]
-
-
-def _ints_at(table: pa.Table, name: str, rows: np.ndarray, null: int = -1) -> np.ndarray:
-    """Return an integer column's values at `rows` as int64 numpy, nulls as `null`: gathered before they are
-    converted, since kernels and launch calls are a small share of a trace's rows."""
-    return table[name].take(pa.array(rows)).fill_null(null).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _named(names: pa.ChunkedArray, values: tuple[str, ...]) -> pa.Array | None:

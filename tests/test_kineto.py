@@ -221,6 +221,40 @@ def test_a_scratch_drained_every_few_rows_gives_the_same_table(loaded, monkeypat
     assert small.metadata == trace.metadata
 
 
+def test_scratches_kept_from_scan_to_scan_give_the_same_tables(data_dir, monkeypatch):
+    """Scans one after another in a process reuse the scratches of the scans before (rows of other files
+    left in them, scanned at another thread count, in blocks of another shape), and read every real trace
+    as scans into fresh scratches do; a scan of more rows than KEPT_BYTES holds keeps none."""
+    paths = [data_dir / "kineto" / name for name in kineto_files()]
+    if not paths:
+        pytest.skip("no real Kineto traces under ../shared/data")
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 18)  # several blocks a file: both scratches written
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 12)
+    monkeypatch.setattr(reader, "_KEPT", [])
+    monkeypatch.setattr(reader, "KEPT_BYTES", 0)
+    fresh = [reader.scan_file(str(p), threads=2) for p in paths]
+    assert reader._KEPT == []
+    monkeypatch.setattr(reader, "KEPT_BYTES", 1 << 40)
+    made = Counter()
+    new_scratch = reader._Scratch.__init__
+    monkeypatch.setattr(reader._Scratch, "__init__", lambda self, *a: made.update([a]) or new_scratch(self, *a))
+    for threads in (1, 2, 3, 2):
+        made.clear()
+        for p, want in zip(paths, fresh):
+            got = reader.scan_file(str(p), threads=threads)
+            assert got.length == want.length and got.strings == want.strings
+            for name, col in want.columns.items():
+                assert np.array_equal(got.columns[name], col), (p.name, threads, name)
+            for name, (rows, values) in want.sparse.items():
+                assert np.array_equal(got.sparse[name][0], rows) and np.array_equal(got.sparse[name][1], values)
+            for name, col in want.flows.items():
+                assert np.array_equal(got.flows[name], col)
+        assert sum(made.values()) <= 2, made  # the first pass at a thread count makes its own; then none
+    monkeypatch.setattr(reader, "KEPT_BYTES", 0)
+    reader.scan_file(str(paths[0]), threads=1)
+    assert all(s.o64.shape[0] > 1 for s in reader._KEPT)  # the serial scan's scratch not kept
+
+
 @pytest.mark.parametrize("threads, gz", [(2, False), (3, False), (2, True)])
 def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkeypatch, threads, gz):
     """Whichever thread takes which chunk, and through every way a block settles (a chunk guessed to start

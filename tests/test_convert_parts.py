@@ -87,8 +87,8 @@ def test_run_directory_ranks_in_parts_equal_whole(tmp_path, data_dir, monkeypatc
 
 @pytest.mark.parametrize("name", ["a100_ddp2_rank0_nccl.json.gz", "mi300x_resnet_ddp_act_checkpoint.json.gz"])
 def test_parallel_blocks_in_parts_equal_whole(tmp_path, data_dir, monkeypatch, name):
-    # two scanner threads on blocks large enough to scan in parallel: a block's rows wait to be drained while
-    # the next is scanned, so a part is handed on with rows still waiting and they open the next part
+    # two scanner threads on blocks large enough to scan in parallel: a block's chunks are drained while the
+    # threads scan its later chunks and the next block's, so a part is handed on while chunks are scanned
     monkeypatch.setenv("GPUAN_THREADS", "2")
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
     whole = parquet.write(read_kineto(str(data_dir / "kineto" / name)), tmp_path / "whole.parquet")

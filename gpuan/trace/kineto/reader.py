@@ -368,23 +368,19 @@ def scan_parts(
         workers.queue(block)
         del head
         pos = block.lo  # where the rows not yet taken start, in block.buf
-        waiting: _Waiting | None = None  # a block's rows, drained while the next block is scanned
         following: _Block | None = None  # the block after `block`, read and queued while `block` is scanned
         first_row = 0  # the file's event rows before this part
         drained = 0  # events, flows and metadata events drained into earlier parts
         try:
             while True:
-                # the scanner releases the GIL: while a block is scanned, the block before is drained and
-                # the next one read and queued, so that the threads go on to it without a pause
-                _drain(waiting, out, tables)
-                waiting = None
+                # the scanner releases the GIL: the next block is read and queued, so that the threads go on
+                # to it without a pause, and the block's chunks are drained as they are scanned
                 reads.give_back()
                 scratch = next((s for s in scratches if s is not block.scratch), block.scratch)
                 following = None if block.eof else reads.next_block(block, pos, scratch, chunks)
                 if following is not None:
                     workers.queue(following)
-                block.wait()
-                status, pos, waiting = _settle(block, pos, tables, out)
+                status, pos = _settle(block, pos, tables, out)
                 if progress is not None:
                     progress(src.consumed(), src.total)
                 if status == sc.ARRAY_END:
@@ -414,7 +410,7 @@ def scan_parts(
                 if b is not None:
                     b.cancel()  # no thread writes into the scratches once it returns
     _keep_scratches(scratches, drained + out.rows + int(out.f_count[0]) + len(out.meta))
-    del scratches, scratch, block, following, waiting, reads  # a parallel scan's scratch holds a block's rows
+    del scratches, scratch, block, following, reads  # a parallel scan's scratch holds a block's rows
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
 
@@ -450,15 +446,18 @@ class _Block:
     _left: int = field(init=False)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _done: threading.Event = field(init=False, default_factory=threading.Event)
+    _chunk_done: list[threading.Event] = field(init=False)
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.starts)
+        self._chunk_done = [threading.Event() for _ in self.results]
         self._left = len(self.starts)
         if not self._left:
             self._done.set()
 
-    def finish_one(self) -> None:
-        """Note that a thread is done with one of the chunks."""
+    def finish_one(self, k: int) -> None:
+        """Note that a thread is done with chunk k."""
+        self._chunk_done[k].set()
         with self._lock:
             self._left -= 1
             if self._left == 0:
@@ -469,6 +468,13 @@ class _Block:
         self._done.wait()
         if self.error is not None:
             raise self.error
+
+    def wait_chunk(self, k: int) -> _Scanned | None:
+        """Wait until chunk k is scanned and return what its scan gave; raise what a thread's scan raised."""
+        self._chunk_done[k].wait()
+        if self.error is not None:
+            raise self.error
+        return self.results[k]
 
     def cancel(self) -> None:
         """Have the threads skip the chunks not started, and wait for those being scanned."""
@@ -506,8 +512,8 @@ class _Workers:
             for k in range(block.starts.size):
                 self._tasks.put((block, k))
         except BaseException:  # (an interrupt) the chunks not queued count as done, so that no one waits for them
-            for _ in range(k, block.starts.size):
-                block.finish_one()
+            for left in range(k, block.starts.size):
+                block.finish_one(left)
             raise
 
     def __enter__(self) -> _Workers:
@@ -537,7 +543,7 @@ class _Workers:
             except BaseException as e:  # raised in the main thread, by block.wait()
                 block.error = e
             finally:
-                block.finish_one()
+                block.finish_one(k)
 
 
 def _scan_chunk(block: _Block, k: int, t: int, table: StringTable) -> _Scanned:
@@ -551,27 +557,10 @@ def _scan_chunk(block: _Block, k: int, t: int, table: StringTable) -> _Scanned:
         table.grow()
 
 
-@dataclass
-class _Waiting:
-    """A block scanned in parallel whose rows wait in `scratch` to be drained: per chunk, its row count, the
-    string table its thread scanned it with and that table's string count when its scan ended."""
-
-    scratch: _Scratch
-    rows: list[int]
-    table: list[int]
-    known: list[int]
-
-
-def _drain(waiting: _Waiting | None, out: Collected, tables: list[StringTable]) -> None:
-    """Move a waiting block's rows (if any) into `out`, chunk by chunk in file order; returns nothing."""
-    if waiting is not None:
-        for k, rows in enumerate(waiting.rows):
-            _take(waiting.table[k], waiting.scratch.o64[k], waiting.scratch.o32[k], rows, out, tables, waiting.known[k])
-
-
-def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected):
-    """Take the rows of the scanned block from `pos` on (the first event not taken yet), in file order;
-    returns (final status, where it stopped, the block's rows if they wait to be drained, else None).
+def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected) -> tuple[int, int]:
+    """Take the rows of the block from `pos` on (the first event not taken yet), in file order, each chunk's
+    as soon as its thread has scanned it (while the threads scan the chunks after it); returns (final
+    status, where it stopped).
 
     What lies before the first chunk (the event carried from the block before) is scanned here, and each
     chunk's start is checked against where the chunk before really ended: a guessed start that was not an
@@ -588,21 +577,13 @@ def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected):
         scratch.note_wrong_type(status, GAP, rows)
         _take(again, scratch.o64[GAP], scratch.o32[GAP], rows, out, tables)
         if status != sc.OK_END or count == 0:
+            block.wait()
             _number_strings(results, out, tables)
-            return status, pos, None
-    resume, clean = pos, True  # every chunk started where the one before ended, and only the last stopped short
-    for k, r in enumerate(results):
-        clean = clean and r is not None and starts[k] == resume
-        clean = clean and r.status == (sc.NEED_MORE if k == count - 1 else sc.OK_END)
-        if not clean:
-            break
-        resume = r.end
-    if clean:
-        rows, table, known = ([getattr(r, f) for r in results] for f in ("rows", "table", "known"))
-        return sc.NEED_MORE, resume, _Waiting(scratch, rows, table, known)
-    # settled chunk by chunk: rows a thread scanned are taken with the strings its table held then; what is
-    # scanned again uses the main thread's table
-    for k, r in enumerate(results):
+            return status, pos
+    # rows a thread scanned are taken with the strings its table held then; what is scanned again uses the
+    # main thread's table
+    for k in range(count):
+        r = block.wait_chunk(k)
         if r is None or starts[k] != pos:
             # not scanned, or the guessed chunk start was not an event start (its rows are void): scan it.
             # What the void scan interned is numbered here, wherever its thread scanned it
@@ -619,9 +600,10 @@ def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected):
         scratch.note_wrong_type(status, k, rows)
         _take(table, scratch.o64[k], scratch.o32[k], rows, out, tables, known)
         if status != sc.OK_END:
+            block.wait()
             _number_strings(results[k + 1 :], out, tables)
-            return status, pos, None
-    return sc.NEED_MORE, pos, None
+            return status, pos
+    return sc.NEED_MORE, pos
 
 
 def _number_strings(results: list[_Scanned | None], out: Collected, tables: list[StringTable]) -> None:

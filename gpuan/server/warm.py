@@ -23,7 +23,7 @@ _SKIPPED_SUFFIXES = ("_cuda", "_gpu")
 #: libraries that commands import only when they need them (reports, progress bars, gzip, Parquet,
 #: spreadsheets, HTML views, GGUF files): each missing one is skipped
 LAZY_LIBRARIES = (
-    "rich.console", "rich.table", "rich.markup", "rich.progress", "isal.isal_zlib", "isal.igzip_threaded",
+    "rich.console", "rich.table", "rich.markup", "rich.progress", "isal.isal_zlib", "isal.igzip",
     "pyarrow.compute", "pyarrow.parquet", "pyarrow.dataset", "pyarrow.pandas_compat", "multiprocessing",
     "xlsxwriter", "gguf", "plotly.graph_objects", "plotly.subplots",
 )  # fmt: skip

@@ -255,6 +255,30 @@ def test_scratches_kept_from_scan_to_scan_give_the_same_tables(data_dir, monkeyp
     assert all(s.o64.shape[0] > 1 for s in reader._KEPT)  # the serial scan's scratch not kept
 
 
+def test_the_table_is_built_with_huge_pages_advised_and_the_scan_without(data_dir, monkeypatch):
+    """numpy's advice to back large arrays with 2 MB pages is off while the file is scanned (its buffers
+    are sized for more rows than it writes) and on while the table's columns (written whole) are built;
+    the load leaves it as it found it."""
+    from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
+
+    from gpuan.trace import kineto
+
+    seen, original = {}, _get_madvise_hugepage()
+    scan, build = kineto.scan_file, kineto.build_trace
+    monkeypatch.setattr(kineto, "scan_file", lambda *a, **k: seen.update(scan=_get_madvise_hugepage()) or scan(*a, **k))
+    monkeypatch.setattr(
+        kineto, "build_trace", lambda *a, **k: seen.update(build=_get_madvise_hugepage()) or build(*a, **k)
+    )
+    for before in (False, True):
+        _set_madvise_hugepage(before)
+        try:
+            kineto.read_kineto(str(data_dir / "kineto" / "a100_alexnet.json.gz"))
+            assert seen == {"scan": False, "build": True}
+            assert _get_madvise_hugepage() is before
+        finally:
+            _set_madvise_hugepage(original)
+
+
 @pytest.mark.parametrize("threads, gz", [(2, False), (3, False), (2, True)])
 def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkeypatch, threads, gz):
     """Whichever thread takes which chunk, and through every way a block settles (a chunk guessed to start

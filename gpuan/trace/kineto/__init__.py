@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from gpuan.trace.kineto.events import build_trace
 from gpuan.trace.kineto.reader import scan_file
-from gpuan.trace.memory import lean_memory
+from gpuan.trace.memory import huge_pages, lean_memory
 from gpuan.trace.table import Trace
 
 
@@ -34,4 +34,7 @@ def read_kineto(
             raw = scan_file_gpu(str(path), cupy)
         if raw is None:
             raw = scan_file(path, progress=progress)
-        return build_trace(raw, source=str(path), rank=rank)
+        # the table's columns are written whole: on the 1 GB gen trace 136k -> 58k page faults, the build's
+        # system time 0.47-0.54 -> 0.35-0.38 s, its peak RSS the same
+        with huge_pages():
+            return build_trace(raw, source=str(path), rank=rank)

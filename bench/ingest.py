@@ -484,7 +484,7 @@ def profile_child(path: str, warmup: str | None) -> dict:
 
     from gpuan.trace.kineto import events, reader
     from gpuan.trace.kineto import scanner as sc
-    from gpuan.trace.memory import lean_memory
+    from gpuan.trace.memory import huge_pages, lean_memory
     from gpuan.trace.source import open_bytes
     from gpuan.trace.threads import thread_count
 
@@ -525,7 +525,8 @@ def profile_child(path: str, warmup: str | None) -> dict:
             raw = reader.scan_file(path)
             out["scan_file_s"], out["scan_file_cpu_s"] = c.read()
             c = _Clock()
-            trace = events.build_trace(raw, source=path)
+            with huge_pages():
+                trace = events.build_trace(raw, source=path)
             out["build_s"], out["build_cpu_s"] = c.read()
     finally:
         for module, name, fn in originals:

@@ -118,7 +118,7 @@ class ByteSource:
 class InflateAhead(io.RawIOBase):
     """A gzip stream inflated in a thread of its own, in pieces of INFLATE_BLOCK bytes, up to INFLATE_AHEAD
     bytes ahead of the reads (python-isal gives up the GIL while it inflates). What inflating raises (a
-    truncated or corrupt stream) is raised by the read that reaches it."""
+    truncated or corrupt stream) is raised by the read that reaches it and by every read after it."""
 
     def __init__(self, gz: io.BufferedIOBase) -> None:
         self._gz = gz
@@ -126,47 +126,37 @@ class InflateAhead(io.RawIOBase):
         self._piece = memoryview(b"")
         self._at = 0
         self._ended = False
+        self._error: BaseException | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._inflate, name="gpuan-inflate", daemon=True)
+        # the thread holds the stream, not this object: one never closed is still collected (and closed)
+        self._thread = threading.Thread(
+            target=_inflate, args=(gz, self._pieces, self._stop), name="gpuan-inflate", daemon=True
+        )
         self._thread.start()
-
-    def _inflate(self) -> None:
-        try:
-            while not self._stop.is_set():
-                piece = self._gz.read(INFLATE_BLOCK)
-                self._put(piece)
-                if not piece:
-                    return
-        except BaseException as e:  # raised by the read that reaches it
-            self._put(e)
-
-    def _put(self, item: bytes | BaseException) -> None:
-        while not self._stop.is_set():
-            try:
-                self._pieces.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                pass
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
         """Fill b with the next inflated bytes; returns how many (fewer only at the end of the stream)."""
+        if self.closed:
+            raise ValueError("read from a closed gzip stream")
         view = memoryview(b).cast("B")
         got = 0
         while got < len(view) and not self._ended:
             if self._at == len(self._piece):
                 item = self._pieces.get()
                 if isinstance(item, BaseException):
-                    self._ended = True
-                    raise item
+                    self._error, self._ended = item, True
+                    break
                 self._piece, self._at, self._ended = memoryview(item), 0, not item
                 continue
             n = min(len(view) - got, len(self._piece) - self._at)
             view[got : got + n] = self._piece[self._at : self._at + n]
             got += n
             self._at += n
+        if self._error is not None and got == 0:
+            raise self._error
         return got
 
     def close(self) -> None:
@@ -180,6 +170,28 @@ class InflateAhead(io.RawIOBase):
                     pass
             self._gz.close()
         super().close()
+
+
+def _inflate(gz: io.BufferedIOBase, pieces: queue.Queue, stop: threading.Event) -> None:
+    """Put gz's inflated bytes into `pieces`, INFLATE_BLOCK at a time, then b"" (or what inflating raised),
+    until the stream ends or `stop` is set."""
+
+    def put(item: bytes | BaseException) -> None:
+        while not stop.is_set():
+            try:
+                pieces.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                pass
+
+    try:
+        while not stop.is_set():
+            piece = gz.read(INFLATE_BLOCK)
+            put(piece)
+            if not piece:
+                return
+    except BaseException as e:  # raised by the read that reaches it
+        put(e)
 
 
 def open_file(path: str | os.PathLike) -> io.BufferedReader:

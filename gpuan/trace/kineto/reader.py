@@ -4,11 +4,11 @@ A gzipped file streams through two buffers, one read while the other is scanned;
 it lies, in its memory map, a block-sized window at a time. Each block is cut into
 chunks (four per thread) at likely event starts and its chunks are queued behind the block before's; each
 scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's scratch
-columns, with the thread's own string table. Meanwhile the main thread drains the block before into the
-output columns and reads and queues the next block; then it settles the block: the event carried from the
-block before is scanned, and every chunk's start is verified against where the previous chunk really ended
-(a wrong guess is scanned again). Rows are drained chunk by chunk in file order. Memory is bounded by the
-output columns plus a few fixed-size buffers, never by the input size.
+columns, with the thread's own string table. Meanwhile the main thread reads and queues the next block; then
+it settles the block: the event carried from the block before is scanned, and each chunk, as soon as it is
+scanned, has its start verified against where the previous chunk really ended (a wrong guess is scanned
+again) and its rows drained into the output columns, chunk by chunk in file order, while the threads scan
+on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input size.
 """
 
 from __future__ import annotations
@@ -255,6 +255,15 @@ class _Scratch:
         self.o32 = np.empty((slots + 1, cap, len(sc.F32)), np.int32)
         self.bad_at = -1  # where the value of the wrong type starts (status WRONG_TYPE)
 
+    def trim(self, limit: int) -> None:
+        """Give back the pages of each slot's rows past those that fit `limit` bytes over all the slots (the
+        first rows of each slot stay as they are, written pages kept)."""
+        slots = self.o64.shape[0]
+        keep = limit // (ROW_BYTES * slots)
+        for k in range(slots):
+            release(self.o64[k, keep:])
+            release(self.o32[k, keep:])
+
     def fits(self, slots: int, cap: int) -> bool:
         """Return whether this scratch has the shape a scan of `slots` chunks of `cap` rows asks for."""
         return self.o64.shape[:2] == (slots + 1, cap)
@@ -267,13 +276,14 @@ class _Scratch:
 
 
 ROW_BYTES = len(sc.F64) * 8 + len(sc.F32) * 4  # one scratch row
-# Scratches of finished scans whose pages the scanner has written (at most KEPT_BYTES of them): the next scan
-# in the process reuses them. A parallel scan writes each row of a file into fresh scratch memory, one page
-# fault (3-5 us on a VM) per 16 rows: over the 28 real traces at 2 threads, 49-52k faults and 256-264 ms of
-# system time a pass against 18-21k and 114-131 ms with scratches reused (the 1-thread pass: 20k, 112 ms).
+# Scratches of finished scans, their first rows' pages written: the next scan in the process reuses them. A
+# parallel scan writes each row of a file into scratch memory, and fresh memory costs a page fault (3-5 us
+# on a VM) per 16 rows: over the 28 real traces at 2 threads a pass took 46-51k faults and 220-245 ms of system
+# time with fresh scratches, 26k and 141-188 ms with kept ones. Each keeps at most KEPT_BYTES of written pages
+# (the rest given back), three are kept: a parallel scan's two and a serial scan's one.
 _KEPT: list[_Scratch] = []
 _KEPT_LOCK = threading.Lock()
-KEPT_BYTES = 32 << 20  # scratch pages kept past a scan, at most: a file of more rows frees its scratches
+KEPT_BYTES = 16 << 20
 
 
 def _lend_scratch(slots: int, cap: int) -> _Scratch:
@@ -286,14 +296,12 @@ def _lend_scratch(slots: int, cap: int) -> _Scratch:
     return _Scratch(slots, cap)
 
 
-def _keep_scratches(scratches: list[_Scratch], rows: int) -> None:
-    """Keep the scratches of a finished scan that wrote `rows` rows into them (events, flows and metadata
-    events) for the next scan, where the pages written stay under KEPT_BYTES."""
-    room = sum(s.o64.shape[0] * s.o64.shape[1] for s in scratches)
-    if min(rows, room) * ROW_BYTES > KEPT_BYTES:  # a row is written into one slot row of one of them
-        return
+def _keep_scratches(scratches: list[_Scratch]) -> None:
+    """Keep the scratches of a finished scan for the next scan, each trimmed to KEPT_BYTES of written pages."""
+    for scratch in scratches:
+        scratch.trim(KEPT_BYTES)
     with _KEPT_LOCK:
-        _KEPT[:] = (scratches + _KEPT)[:3]  # a parallel scan's two and a serial scan's one
+        _KEPT[:] = (scratches + _KEPT)[:3]
 
 
 def _scan_serial(buf, pos, end, n, t, scratch, slot, tables, out):
@@ -348,7 +356,7 @@ def scan_parts(
         cap = (BLOCK_BYTES // chunks // BYTES_PER_ROW + 64) if chunks else SERIAL_ROWS
         # one table per scanning thread, and one (the last) for what the main thread scans
         tables = [StringTable() for _ in range(1 if threads == 1 else threads + 1)]
-        # in parallel, one block's rows wait in one scratch while the next block is scanned into the other
+        # in parallel, the next block is scanned into one scratch while the block's chunks are taken from the other
         scratches = [_lend_scratch(chunks, cap) for _ in range(2 if chunks else 1)]
         workers = stack.enter_context(_Workers(threads if chunks else 0, tables))
         expected = size // MIN_EVENT_BYTES + 1024
@@ -409,8 +417,8 @@ def scan_parts(
             for b in (block, following):
                 if b is not None:
                     b.cancel()  # no thread writes into the scratches once it returns
-    _keep_scratches(scratches, drained + out.rows + int(out.f_count[0]) + len(out.meta))
-    del scratches, scratch, block, following, reads  # a parallel scan's scratch holds a block's rows
+    _keep_scratches(scratches)
+    del scratches, scratch, block, following, reads  # the map and buffers given back before the table is built
     metadata = parse_metadata(path, text, tail) if text is not None else {}
     yield _assemble(out, metadata, first_row)
 
@@ -540,7 +548,7 @@ class _Workers:
             try:
                 if not block.cancelled:
                     block.results[k] = _scan_chunk(block, k, t, table)
-            except BaseException as e:  # raised in the main thread, by block.wait()
+            except BaseException as e:  # raised in the main thread, by block.wait_chunk() or block.wait()
                 block.error = e
             finally:
                 block.finish_one(k)

@@ -316,9 +316,7 @@ def test_closed_stdout_gets_no_socket_in_its_place(runtime, data_dir, tmp_path):
 def test_a_signal_the_shell_ignores_stays_ignored(runtime, tmp_path, signum):
     """``nohup gpuan ...`` (SIGHUP ignored), a script's background job (SIGINT ignored): the command in the
     server ignores it too, as it would by itself."""
-    proc, fifo = _waiting_on_fifo(
-        _env(runtime), tmp_path, "info", preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN)
-    )
+    proc, fifo = _waiting_on_fifo(_env(runtime), tmp_path, "info", ignored=signum)
     proc.send_signal(signum)
     time.sleep(0.5)
     assert proc.poll() is None  # still waiting for the trace
@@ -386,13 +384,24 @@ def test_a_request_the_child_cannot_take_is_answered_before_it_starts(runtime):
         assert wire.receive_tagged(sock) == (wire.EXIT, NOT_RUN)
 
 
-def _waiting_on_fifo(env: dict[str, str], tmp_path: Path, command: str, *options: str, **popen):
+def _waiting_on_fifo(
+    env: dict[str, str], tmp_path: Path, command: str, *options: str, ignored: int | None = None
+) -> tuple[subprocess.Popen, Path]:
     """Start ``gpuan COMMAND FIFO OPTIONS`` in the server of `env`, where it waits in open() for a writer
-    that does not come; return the client (its stderr piped) and the FIFO once the server runs it."""
+    that does not come; return the client (its stderr piped) and the FIFO once the server runs it.
+
+    The client starts as an interactive shell starts a command, Ctrl-C and SIGHUP not ignored (a test
+    process started in the background of a script inherits both ignored, and gpuan keeps them so), but for
+    the signal `ignored`."""
+
+    def as_from_a_shell() -> None:
+        for signum in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN if signum == ignored else signal.SIG_DFL)
+
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     argv = [sys.executable, "-m", "gpuan", command, str(fifo), *options]
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, **popen)
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, preexec_fn=as_from_a_shell)
     _wait_running(env, proc)
     return proc, fifo
 

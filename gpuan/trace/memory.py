@@ -37,16 +37,12 @@ except (OSError, AttributeError):  # pragma: no cover - not glibc
 def lean_memory() -> Iterator[None]:
     """Within the block: numpy allocations use small pages, buffers of 256 KB and more are mapped (and
     so returned to the system when freed); afterwards free heap memory is handed back."""
-    previous = _get_madvise_hugepage() if _get_madvise_hugepage else None
-    if _set_madvise_hugepage:
-        _set_madvise_hugepage(False)
     if _libc is not None:
         _libc.mallopt(_M_MMAP_THRESHOLD, 256 << 10)
     try:
-        yield
+        with _numpy_huge_pages(False):
+            yield
     finally:
-        if _set_madvise_hugepage and previous is not None:
-            _set_madvise_hugepage(previous)
         if _libc is not None:
             _libc.malloc_trim(0)
 
@@ -56,9 +52,16 @@ def huge_pages() -> Iterator[None]:
     """Within the block (inside :func:`lean_memory`, which turns it off), numpy asks the kernel to back
     arrays of 4 MB and more with 2 MB pages, where transparent huge pages are on for such requests: a page
     fault for every 2 MB instead of every 4 KB, for arrays written whole, as the event table's columns are."""
+    with _numpy_huge_pages(True):
+        yield
+
+
+@contextmanager
+def _numpy_huge_pages(on: bool) -> Iterator[None]:
+    """Within the block, numpy's huge-page advice for its large allocations is `on`; then as it was."""
     previous = _get_madvise_hugepage() if _get_madvise_hugepage else None
     if _set_madvise_hugepage:
-        _set_madvise_hugepage(True)
+        _set_madvise_hugepage(on)
     try:
         yield
     finally:

@@ -279,7 +279,7 @@ ROW_BYTES = len(sc.F64) * 8 + len(sc.F32) * 4  # one scratch row
 # Scratches of finished scans, their first rows' pages written: the next scan in the process reuses them. A
 # parallel scan writes each row of a file into scratch memory, and fresh memory costs a page fault (3-5 us
 # on a VM) per 16 rows: over the 28 real traces at 2 threads a pass took 46-51k faults and 220-245 ms of system
-# time with fresh scratches, 26k and 141-188 ms with kept ones. Each keeps at most KEPT_BYTES of written pages
+# time with fresh scratches, 19.5-26k and 124-188 ms with kept ones. Each keeps at most KEPT_BYTES of written pages
 # (the rest given back), three are kept: a parallel scan's two and a serial scan's one.
 _KEPT: list[_Scratch] = []
 _KEPT_LOCK = threading.Lock()

@@ -19,7 +19,7 @@ from conftest import DATA, KINETO_KIND, kineto_files
 
 import gpuan
 from gpuan.trace.kineto import reader
-from gpuan.trace.kineto.shapes import _in_one_line, _relaid, one_line
+from gpuan.trace.kineto.shapes import _in_one_line, _relaid, one_line, one_line_each
 
 
 def raw_events(path):
@@ -1000,6 +1000,20 @@ def test_odd_strings_and_metadata_do_not_break_loading(tmp_path):
     assert t.metadata["distributed_info"] == {} and t.metadata["device_properties"] == []
 
 
+def test_strings_decoded_together_as_one_by_one():
+    """The reader decodes a scan's strings in one call where it can: the same texts as decoding each alone,
+    for lists holding invalid UTF-8 (a lead byte at a string's end, a continuation at the next's start),
+    NUL bytes, escapes valid and not, lone surrogates, and none of these."""
+    pieces = [b"a", b"\xc3\xa9", b"\xe2\x82", b"\xac", b"\xff", b"\x00", b"\\n", b"\\u00e9", b"\\ud800", b"\\q", b" "]
+    rng = random.Random(3)
+    plain = 0
+    for _ in range(5_000):
+        raws = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(0, 9))]
+        assert reader._decode_all(raws) == [reader._decode(r) for r in raws], raws
+        plain += all(b"\\" not in r and b"\x00" not in r for r in raws)
+    assert plain > 100
+
+
 def test_negative_durations_and_no_timestamps_are_bad_input(tmp_path):
     from gpuan.errors import TraceError
 
@@ -1075,6 +1089,7 @@ def test_one_line_takes_text_already_in_one_line_as_it_is():
     pieces = [
         "[", "]", "{", "}", ",", ":", " ", "  ", "\n", "\t", "\u00a0", "\u2028", "\x1c", "1", "77", "ab", "_", "\u00e9",
         '"x"', '"a, b"', '"c:d"', '"e\\"f"', '"', "\\", "-", ".", "long int", " ,", ", ", ": ", '", "',
+        '"\\\n"', "\x00", '"\x00"',
     ]  # fmt: skip
     rng = random.Random(7)
     kept = 0
@@ -1085,6 +1100,21 @@ def test_one_line_takes_text_already_in_one_line_as_it_is():
             assert _relaid(text) == text, repr(text)
         assert one_line(text) == _relaid(text)
     assert kept > 10_000  # the quick path is taken, and checked, often
+
+
+def test_one_line_each_is_one_line_of_each_text():
+    """Texts judged in runs joined by NUL come out as each judged alone: 20,000 random lists, runs that pass
+    whole among them (strings that a NUL or a run's end cut open included)."""
+    pieces = [
+        "[", "]", ",", ":", " ", "\n", "1", "ab", '"x"', '"a, b"', '"', "\\", "long int", ", ", ": ", "\x00", '"\x00"',
+    ]  # fmt: skip
+    rng = random.Random(11)
+    whole = 0
+    for _ in range(20_000):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 70))]
+        assert one_line_each(texts) == [one_line(t) for t in texts], texts
+        whole += _in_one_line("\x00".join(texts[:32]))
+    assert whole > 200
 
 
 def test_one_line_of_real_argument_texts(data_dir):
@@ -1098,6 +1128,7 @@ def test_one_line_of_real_argument_texts(data_dir):
     assert all(one_line(t) == _relaid(t) for t in texts)
     kept = sum(map(_in_one_line, texts))
     assert len(texts) // 2 < kept < len(texts)
+    assert one_line_each(sorted(texts)) == [one_line(t) for t in sorted(texts)]
 
 
 @pytest.mark.parametrize("name", [p.name for p in sorted((DATA / "kineto").glob("mi*.json.gz"))] or ["(none)"])

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from gpuan.trace.kineto import scatter
-from gpuan.trace.kineto.shapes import one_line
+from gpuan.trace.kineto.shapes import one_line, one_line_each
 from gpuan.trace.table import dict_column, sparse_column, used_codes
 
 
@@ -55,7 +55,7 @@ def test_compiled_sparse_int_column_is_the_numpy_one(dtype, type_):
     assert got.equals(want) and got.null_count == want.null_count == n - int((rows >= 0).sum())
 
 
-@pytest.mark.parametrize("form", [None, one_line])
+@pytest.mark.parametrize("form", [None, one_line_each])
 def test_compiled_sparse_text_column_decodes_to_the_strings(form):
     rng = np.random.default_rng(5)
     strings = ["[1, 2]", "[1,\n 2]", "b", "a", "unused", '["x",  "y"]', "b "]
@@ -63,7 +63,7 @@ def test_compiled_sparse_text_column_decodes_to_the_strings(form):
     codes = rng.choice([0, 1, 2, 3, 5, 6, -1], idx.size).astype(np.int32)
     codes[new_row[idx] < 0] = 4  # "unused" appears only on dropped rows: not in the dictionary
     col = scatter.text_column(new_row, idx, codes, n, strings, form)
-    text = form or (lambda s: s)
+    text = one_line if form else (lambda s: s)  # each string in its form, judged alone
     want = [None] * n
     for r, c in zip(new_row[idx].tolist(), codes.tolist()):
         if r >= 0 and c >= 0:
@@ -75,7 +75,7 @@ def test_compiled_sparse_text_column_decodes_to_the_strings(form):
         assert col.equals(dict_column(codes[rows >= 0], strings, idx=rows[rows >= 0], length=n))
 
 
-@pytest.mark.parametrize("form", [None, one_line])
+@pytest.mark.parametrize("form", [None, one_line_each])
 def test_a_sparse_field_no_event_has_is_a_null_column_of_its_type(form):
     new_row = np.arange(1000, dtype=np.int64)
     none = np.empty(0, np.int32)

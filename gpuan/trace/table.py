@@ -199,8 +199,9 @@ def sorted_dictionary(
     """Return (lookup, dictionary) for the distinct codes `used` (ascending) into `strings`: the dictionary
     holds their strings sorted, and lookup (one slot per string, plus a last one) gives each used code its
     place there, -1 for the others; so lookup[codes] maps a column's codes, null codes (-1) to -1."""
-    words = [strings[i] for i in used]
-    order = np.argsort(np.array(words, dtype=object), kind="stable") if words else np.empty(0, np.int64)
+    words = [strings[i] for i in used.tolist()]
+    # Python's stable sort, as numpy's of an object array compares (by <), in a third of the time
+    order = sorted(range(len(words)), key=words.__getitem__)
     lookup = np.full(len(strings) + 1, -1, index_type.to_pandas_dtype())
     lookup[used[order]] = np.arange(used.size)
     return lookup, pa.array([words[i] for i in order], pa.string())

@@ -19,7 +19,7 @@ from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto import scatter
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
 from gpuan.trace.kineto.reader import RawTrace
-from gpuan.trace.kineto.shapes import one_line
+from gpuan.trace.kineto.shapes import one_line_each
 from gpuan.trace.launch_dims import grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, kind_codes, normalise_category
@@ -93,9 +93,9 @@ class _SparseFields:
         """Return the integer column of field `name`, null where an event lacks it."""
         return self._made(name, lambda idx, vals: scatter.int_column(self.new_row, idx, vals, self.n, type_))
 
-    def texts(self, name: str, strings: list[str], form: Callable[[str], str] | None = None) -> pa.Array:
-        """Return the dictionary column of field `name` (string ids into `strings`; with `form`, each string
-        put in that form first), null where an event lacks it."""
+    def texts(self, name: str, strings: list[str], form: Callable[[list[str]], list[str]] | None = None) -> pa.Array:
+        """Return the dictionary column of field `name` (string ids into `strings`; with `form`, which puts each
+        of the strings it is given in one form, the strings in that form first), null where an event lacks it."""
         return self._made(name, lambda idx, vals: scatter.text_column(self.new_row, idx, vals, self.n, strings, form))
 
     def _made(self, name: str, make: Callable[[np.ndarray, np.ndarray], pa.Array]) -> pa.Array:
@@ -246,7 +246,7 @@ def _argument_columns(fields: _SparseFields, strings: list[str]) -> dict[str, Ca
     for col in ("collective", "dtype", "pg_name"):
         makers[col] = lambda col=col: fields.texts(col, strings)
     for col in ("pg_ranks", "input_dims", "input_types", "concrete_inputs"):  # JSON values: one layout for all
-        makers[col] = lambda col=col: fields.texts(col, strings, one_line)
+        makers[col] = lambda col=col: fields.texts(col, strings, one_line_each)
     return makers
 
 

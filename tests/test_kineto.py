@@ -772,6 +772,25 @@ def test_numbers_in_exponent_form_and_minified(tmp_path):
     assert np.int64 is not None
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_string_tables_sized_for_a_small_file_grow_to_hold_its_strings(tmp_path, monkeypatch, threads):
+    """A 55 KB trace starts with the smallest string tables (512 strings, a 16 KB pool); 1,000 distinct names
+    and one name longer than the pool make them grow, slots, offsets and pool: the names read back as the
+    JSON has them, and as scans into full-size tables give them (the same strings, in the same order)."""
+    events = [{"ph": "X", "name": f"n{i}", "ts": i, "dur": 1} for i in range(1000)]
+    events[500]["name"] = "long " * 3400  # 17 KB
+    p = tmp_path / "small.json"
+    p.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
+    assert p.stat().st_size < reader.FULL_TABLE_BYTES >> 6  # the smallest tables
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 12)  # and a parallel scan's tables
+    small = reader.scan_file(str(p), threads=threads)
+    monkeypatch.setattr(reader, "FULL_TABLE_BYTES", 1)  # every file full-size
+    full = reader.scan_file(str(p), threads=threads)
+    assert small.strings == full.strings
+    names = gpuan.trace.kineto.build_trace(small, source=str(p)).events["name"].to_pylist()
+    assert sorted(names) == sorted(e["name"] for e in events)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_strings_and_layouts(tmp_path, monkeypatch, seed):
     """Names with quotes, backslashes, unicode and control characters at every length and alignment,

@@ -40,7 +40,7 @@ SERIAL_ROWS = 4096
 CHUNKS_PER_THREAD = 4  # a block's chunks per scanning thread, taken in turn by whichever thread is free
 SLACK = 64  # bytes past the data that the scanner's 8-byte word reads may touch
 MIN_EVENT_BYTES = 48  # rows are preallocated for size / 48 (more are added if a file needs them)
-FULL_TABLE_BYTES = 4 << 20  # a file of this size or more starts with full-size string tables
+FULL_TABLE_BYTES = 4 << 20  # a file of more than half this size starts with full-size string tables
 MAX_ROWS = 2**31 - 1  # row numbers are int32 in the sparse columns
 
 # Columns kept for every event row; every other scratch field is kept sparsely (row index + value).
@@ -83,7 +83,7 @@ class StringTable:
         (a string longer than the pool's free bytes asked for more)."""
         nu = int(self.state[sc.ST_UNIQUE])
         used = int(self.state[sc.ST_POOL]) // 8 + 1
-        full_pool = used * 2 > self.pool.size - (1 << 13)
+        full_pool = used * 2 > self.pool.size - min(1 << 13, self.pool.size // 4)
         if full_pool or (nu * 2 + 2 <= self.uoff.size and 4 * (nu + 1) <= self.keys.size):
             self.pool = _grown(self.pool, self.pool.size * 2 + used)
         if nu * 2 + 2 > self.uoff.size:

@@ -83,7 +83,7 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
             continue
         g, b = _int64s(grid_at.filter(both)), _int64s(block_at.filter(both))
         table = table.set_column(
-            table.column_names.index(f"grid_{d}"), f"grid_{d}", _with_values(grid, rows[_mask(both)], -(-g // b))
+            table.column_names.index(f"grid_{d}"), f"grid_{d}", _with_values(grid, rows[_rows(both)], -(-g // b))
         )
     return table
 
@@ -99,11 +99,6 @@ def _with_values(column: pa.Array, rows: np.ndarray, values: np.ndarray) -> pa.A
     return pa.Array.from_buffers(
         column.type, len(column), [validity, pa.py_buffer(new)], null_count=column.null_count, offset=column.offset
     )
-
-
-def _mask(values: pa.Array) -> np.ndarray:
-    """Return a boolean Arrow array without nulls as numpy."""
-    return values.to_numpy(zero_copy_only=False)
 
 
 def _int64s(values: pa.Array) -> np.ndarray:

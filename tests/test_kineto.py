@@ -791,6 +791,53 @@ def test_string_tables_sized_for_a_small_file_grow_to_hold_its_strings(tmp_path,
     assert sorted(names) == sorted(e["name"] for e in events)
 
 
+def test_nested_values_over_lines_are_skipped_to_their_end():
+    """skip_value passes the indentation after a newline eight bytes at a time: arrays and objects laid
+    out over lines with random runs of spaces, tabs and returns, at every alignment of the words, end where
+    json says they end, and a value cut anywhere (the data ending inside a run) is -1."""
+    sc = reader.sc
+    rng = random.Random(7)
+
+    def blanks() -> str:
+        return "".join(rng.choice(["\n", " " * rng.randrange(1, 20), "\t", "\r", " "]) for _ in range(rng.randrange(4)))
+
+    for _ in range(2000):
+        items = [rng.choice(["1", '"a b"', "[]", "null", "-2.5e3"]) for _ in range(rng.randrange(1, 4))]
+        value = "[" + ",".join(blanks() + i + blanks() for i in items) + "]"
+        value = rng.choice([value, "{" + blanks() + '"k":' + blanks() + value + blanks() + "}"])
+        lead = rng.randrange(8)
+        text = ("x" * lead + value + rng.choice([",", "}", " ]"])).encode()
+        assert json.loads(value) is not None
+        buf = np.zeros(len(text) + 16, np.uint8)
+        buf[: len(text)] = np.frombuffer(text, np.uint8)
+        b64 = sc.words(buf)
+        end = lead + len(value.encode())
+        assert sc.skip_value(buf, b64, lead, len(text)) == end, text
+        for n in range(lead + 1, end):
+            assert sc.skip_value(buf, b64, lead, n) == -1, (text, n)
+
+
+@pytest.mark.parametrize("name", ["cpu_tiny_lm_prefill_decode.json.gz", "mi300x_qwen05b_inference.json.gz"])
+def test_indented_layouts_read_as_the_compact_one(data_dir, tmp_path, monkeypatch, name):
+    """A real trace written back compact and indented by 1 to 17 spaces or a tab (runs of indentation at
+    every length around the scanner's 8-byte words, inside nested argument arrays too) gives the compact
+    file's table, through tiny parallel blocks as well; argument texts come out in one line either way."""
+    path = data_dir / "kineto" / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/data)")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    compact = write_json(tmp_path, "compact.json", doc, indent=None)
+    want = gpuan.load(compact, use_cache=False)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 12)
+    for indent in (1, 7, 8, 9, 16, 17, "\t"):
+        p = write_json(tmp_path, "indented.json", doc, indent=indent)
+        for threads in (1, 2):
+            got = gpuan.trace.kineto.build_trace(reader.scan_file(str(p), threads=threads), source=str(p))
+            assert got.events.equals(want.events), (indent, threads)
+            assert got.flows.equals(want.flows), (indent, threads)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_strings_and_layouts(tmp_path, monkeypatch, seed):
     """Names with quotes, backslashes, unicode and control characters at every length and alignment,

@@ -189,6 +189,7 @@ _ONES = np.uint64(0x0101010101010101)
 _HIGHS = np.uint64(0x8080808080808080)
 _QUOTES = np.uint64(0x2222222222222222)
 _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
 
 
 @_jit(forceinline=True)
@@ -221,6 +222,19 @@ def string_end(buf, b64, pos, n):
         else:
             pos += 1
     return -1
+
+
+@_jit(forceinline=True)
+def _skip_spaces(b64, pos, n):
+    """Return the first position at or after pos that is not a space, passing eight bytes at a time (the
+    indentation of a pretty-printed line); where the spaces run into the last 7 bytes before n, a position
+    there, from which a byte-by-byte walk goes on."""
+    while pos + 8 <= n:
+        x = _load8(b64, pos) ^ _SPACES
+        if x != 0:
+            return pos + np.int64(trailing_zeros(x) >> 3)
+        pos += 8
+    return pos
 
 
 @_jit(forceinline=True)
@@ -259,6 +273,11 @@ def skip_value(buf, b64, pos, n):
                 depth -= 1
                 if depth == 0:
                     return pos + 1
+            elif k == C_BLANK and buf[pos] == NEWLINE:
+                # a nested value laid out over lines (json.dump's indent: "Input Dims" of 20-40 lines);
+                # only after a newline, where the one space after a comma or colon would pay for the word
+                pos = _skip_spaces(b64, pos + 1, n)
+                continue
             elif k == C_OTHER:
                 return -2
             pos += 1

@@ -85,3 +85,29 @@ def test_tables_without_work_item_launches_come_back_unchanged():
     empty = table([])
     assert grids_in_workgroups(empty) is empty
     assert grids_in_workgroups(t, np.empty(0, np.int64)) is t
+
+
+def test_a_kineto_file_converts_its_own_work_item_launches(tmp_path):
+    """gpuan.load of a ROCm Kineto file: the reader finds the file's work-item launch calls itself (by their
+    names and correlation ids, before the table is built) and gives the same grids as the rule."""
+    import json
+
+    import gpuan
+
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]
+    for i, (kind, name, corr, grid, block) in enumerate(ROWS):
+        event = {"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5}
+        event["cat"] = {"runtime": "cuda_runtime", "kernel": "kernel", "cpu_op": "cpu_op"}[kind]
+        event["args"] = {"correlation": corr}
+        if kind == "kernel":
+            event["pid"], event["tid"] = 0, 7
+            event["args"].update(device=0, stream=7, grid=list(grid), block=list(block))
+        events.append(event)
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps({"traceEvents": events, "roctracer_version": "4.1"}))
+    table = gpuan.load(path, use_cache=False).events
+    kernels = [i for i, r in enumerate(ROWS) if r[0] == "kernel"]
+    got = table.filter(pa.compute.equal(table["kind"].cast(pa.string()), "kernel")).sort_by("ts")
+    want = expected_grids()
+    for d in "xyz":
+        assert got[f"grid_{d}"].to_pylist() == [want[f"grid_{d}"][i] for i in kernels], d

@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpuan.trace.launch import ints, match
-from gpuan.trace.table import kind_mask
+from gpuan.trace.launch import match
 
 #: HIP launch calls whose grid arguments are global work sizes (work-items), not blocks
 WORK_ITEM_LAUNCHES = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
@@ -30,41 +29,27 @@ def work_item_kernels(table: pa.Table, launches: np.ndarray | None = None) -> np
     """Return the rows of `table` that are kernels launched by a call in :data:`WORK_ITEM_LAUNCHES` (matched
     by rank and correlation id), in row order. `launches`, for a part of one file's table, holds the
     correlation ids of every such call in the whole file (the call may lie in another part)."""
+    if table.num_rows == 0 or (launches is not None and launches.size == 0):
+        return np.empty(0, np.int64)
     if launches is not None:
-        if launches.size == 0:
-            return np.empty(0, np.int64)
-        kernel_rows = _rows(kind_mask(table["kind"], ("kernel",)))
-        corr = ints(table, "correlation", rows=kernel_rows)
+        kernel_rows = np.flatnonzero(_is_one_of(table["kind"], ("kernel",)))
+        corr = _ints_at(table["correlation"], kernel_rows)
         return kernel_rows[(corr != -1) & np.isin(corr, launches)]
-    named = _named(table["name"], WORK_ITEM_LAUNCHES)
-    if named is None or not named.true_count:  # every CUDA trace, and ROCm traces without module launches
+    named = _is_one_of(table["name"], WORK_ITEM_LAUNCHES)
+    if not named.any():  # every CUDA trace, and ROCm traces without module launches
         return np.empty(0, np.int64)
-    launch_rows = _rows(pc.and_(kind_mask(table["kind"], ("runtime",)), named))
-    kernel_rows = _rows(kind_mask(table["kind"], ("kernel",)))
-    if launch_rows.size == 0 or kernel_rows.size == 0:
-        return np.empty(0, np.int64)
-    keys = [(ints(table, "correlation", rows=r),) for r in (kernel_rows, launch_rows)]
-    if "rank" in table.column_names:
-        keys = [(ints(table, "rank", 0, r), *k) for r, k in zip((kernel_rows, launch_rows), keys)]
-    found = match(*keys)
-    return kernel_rows[found >= 0]
-
-
-def _named(names: pa.ChunkedArray, values: tuple[str, ...]) -> pa.Array | None:
-    """Return whether each row's name is one of `values` (false where null), or None where no dictionary
-    entry is: decided per dictionary entry where the names are dictionary-encoded, as the reader writes
-    them (a CUDA trace's 2.5 million rows are then never gathered: 34 ms a load of the 1 GB gen trace)."""
-    names = names.combine_chunks()
-    if pa.types.is_dictionary(names.type):
-        if not pc.is_in(names.dictionary, pa.array(values, pa.string())).true_count:
-            return None
-        return kind_mask(names, values)
-    return pc.is_in(names, pa.array(values, pa.string())).fill_null(False)
-
-
-def _rows(mask: pa.Array) -> np.ndarray:
-    """Return the positions where the boolean array `mask` is true."""
-    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    launch_rows = np.flatnonzero(named & _is_one_of(table["kind"], ("runtime",)))
+    kernel_rows = np.flatnonzero(_is_one_of(table["kind"], ("kernel",)))
+    launch_corr = _ints_at(table["correlation"], launch_rows)
+    corr = _ints_at(table["correlation"], kernel_rows)
+    # the correlation ids alone first (a lookup, where matching every kernel's key sorted them all: 5 ms a
+    # ROCm rank of 0.2 million rows), then the few kernels they pick matched on rank too
+    picked = (corr != -1) & np.isin(corr, launch_corr)
+    kernel_rows, corr = kernel_rows[picked], corr[picked]
+    if kernel_rows.size and "rank" in table.column_names:
+        ranks = [_ints_at(table["rank"], r, 0) for r in (kernel_rows, launch_rows)]
+        kernel_rows = kernel_rows[match((ranks[0], corr), (ranks[1], launch_corr)) >= 0]
+    return kernel_rows
 
 
 def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> pa.Table:
@@ -74,18 +59,64 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
     rows = work_item_kernels(table, launches)
     if rows.size == 0:
         return table
-    at = pa.array(rows)
     for d in DIMS:
         grid = table[f"grid_{d}"].combine_chunks()
-        grid_at, block_at = grid.take(at), table[f"block_{d}"].combine_chunks().take(at)
-        both = pc.and_(grid_at.is_valid(), pc.greater(block_at, 0).fill_null(False))
-        if not both.true_count:
-            continue
-        g, b = _int64s(grid_at.filter(both)), _int64s(block_at.filter(both))
-        table = table.set_column(
-            table.column_names.index(f"grid_{d}"), f"grid_{d}", _with_values(grid, rows[_rows(both)], -(-g // b))
-        )
+        g, has_grid = _values_at(grid, rows)
+        b, has_block = _values_at(table[f"block_{d}"].combine_chunks(), rows)
+        both = b > 0
+        for valid in (has_grid, has_block):
+            if valid is not None:
+                both &= valid
+        if both.any():
+            g, b = g[both].astype(np.int64), b[both].astype(np.int64)
+            column = _with_values(grid, rows[both], -(-g // b))
+            table = table.set_column(table.column_names.index(f"grid_{d}"), f"grid_{d}", column)
     return table
+
+
+# The helpers below read the columns' buffers in numpy: a table of a small trace paid 1.3-1.9 ms here in
+# Arrow compute calls (tens of microseconds each) for a few hundred rows, as much as its scan.
+
+
+def _is_one_of(column: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
+    """Return whether each row of the string `column` is one of `values` (False where null) as numpy: decided
+    per dictionary entry where the column is dictionary-encoded, as the reader writes it, and not gathered
+    by the codes where no entry is (a CUDA trace's 2.5 million names: 34 ms a load of the 1 GB gen trace)."""
+    column = column.combine_chunks()
+    value_set = pa.array(values, pa.string())
+    if not pa.types.is_dictionary(column.type):
+        return pc.is_in(column, value_set).fill_null(False).to_numpy(zero_copy_only=False)
+    entries = pc.is_in(column.dictionary, value_set).to_numpy(zero_copy_only=False)
+    if not entries.any():
+        return np.zeros(len(column), bool)
+    codes, valid = _values_at(column.indices)
+    if valid is None:
+        return entries[codes]
+    return entries[np.where(valid, codes, 0)] & valid
+
+
+def _values_at(column: pa.Array, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Return the fixed-width integer `column`'s values at `rows` (all of them where None) as numpy, and
+    whether each is valid (None where all are); a null's value is whatever its slot holds."""
+    validity, data = column.buffers()
+    n, offset = len(column), column.offset
+    values = np.frombuffer(data, column.type.to_pandas_dtype(), count=offset + n)[offset:]
+    if rows is not None:
+        values = values[rows]
+    if validity is None or column.null_count == 0:
+        return values, None
+    bits = np.frombuffer(validity, np.uint8)
+    if rows is None:
+        return values, np.unpackbits(bits, count=offset + n, bitorder="little")[offset:].view(bool)
+    at = rows + offset
+    return values, (bits[at >> 3] >> (at & 7).astype(np.uint8) & 1).view(bool)
+
+
+def _ints_at(column: pa.ChunkedArray, rows: np.ndarray, null: int = -1) -> np.ndarray:
+    """Return the integer `column` at `rows` as int64 numpy, nulls as `null`."""
+    values, valid = _values_at(column.combine_chunks(), rows)
+    values = values.astype(np.int64)
+    return values if valid is None else np.where(valid, values, null)
 
 
 def _with_values(column: pa.Array, rows: np.ndarray, values: np.ndarray) -> pa.Array:
@@ -99,8 +130,3 @@ def _with_values(column: pa.Array, rows: np.ndarray, values: np.ndarray) -> pa.A
     return pa.Array.from_buffers(
         column.type, len(column), [validity, pa.py_buffer(new)], null_count=column.null_count, offset=column.offset
     )
-
-
-def _int64s(values: pa.Array) -> np.ndarray:
-    """Return an integer array without nulls as int64 numpy."""
-    return values.to_numpy(zero_copy_only=False).astype(np.int64)

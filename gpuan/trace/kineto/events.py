@@ -20,7 +20,7 @@ from gpuan.trace.kineto import scatter
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_each
-from gpuan.trace.launch_dims import grids_in_workgroups
+from gpuan.trace.launch_dims import WORK_ITEM_LAUNCHES, grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, kind_codes, normalise_category
 from gpuan.trace.table import (
@@ -142,8 +142,13 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
     if whole is None:
         rocm = _is_rocm(file_meta, events.kind, raw.columns["name"], strings)
         memory_gpus = _memory_gpus(mem_ids, mem_types)
+        launches = (
+            work_item_launches(events.kind, raw.columns["name"], raw.columns["correlation"], strings)
+            if rocm
+            else np.empty(0, np.int64)
+        )
     else:
-        rocm, memory_gpus = whole.rocm, whole.memory_gpus
+        rocm, memory_gpus, launches = whole.rocm, whole.memory_gpus, whole.work_item_launches
     for a in (*mem_ids, *mem_types):
         release(a)
     name = events.permute(order, raw.columns.pop("name"))
@@ -166,7 +171,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
         # np.zeros pages stay untouched for rank 0, the common single-file case
         n = fields.n
         cols["rank"] = int_column(np.zeros(n, np.int32) if rank == 0 else np.full(n, rank, np.int32), None, pa.int32())
-    table = grids_in_workgroups(build_table(cols, fields.n), whole.work_item_launches if whole is not None else None)
+    table = grids_in_workgroups(build_table(cols, fields.n), launches)
 
     meta.update(_process_names(raw.process_meta, strings, ids_named))
     flows = _flow_table(raw.flows, strings, ids_named, base, rank)
@@ -328,6 +333,20 @@ def _is_rocm(file_meta: dict, kind: np.ndarray, name_ids: np.ndarray, strings: l
         return True
     runtime = used_codes(name_ids[kind == KIND_CODE["runtime"]], len(strings))
     return any(strings[i].startswith("hip") for i in runtime.tolist())
+
+
+def work_item_launches(
+    kind: np.ndarray, name_ids: np.ndarray, correlation: np.ndarray, strings: list[str]
+) -> np.ndarray:
+    """Return the distinct correlation ids of the runtime calls named in :data:`WORK_ITEM_LAUNCHES` (their
+    kernels' grids are in work-items), from the events' kind codes, name ids and correlation ids in file
+    order: what :func:`grids_in_workgroups` matches a file's kernels against."""
+    is_runtime = kind == KIND_CODE["runtime"]
+    names = [i for i in used_codes(name_ids[is_runtime], len(strings)).tolist() if strings[i] in WORK_ITEM_LAUNCHES]
+    if not names:
+        return np.empty(0, np.int64)
+    corr = correlation[is_runtime & np.isin(name_ids, names)]
+    return np.unique(corr[corr != N64]).astype(np.int64, copy=False)
 
 
 def _memory_gpus(ids: tuple[np.ndarray, np.ndarray], types: tuple[np.ndarray, np.ndarray]) -> list[int]:

@@ -31,9 +31,9 @@ from gpuan.trace.kineto.events import (
     check_timed,
     device_values,
     pair_begin_end,
+    work_item_launches,
 )
 from gpuan.trace.kineto.reader import scan_parts
-from gpuan.trace.launch_dims import WORK_ITEM_LAUNCHES
 from gpuan.trace.memory import lean_memory
 from gpuan.trace.table import Trace
 
@@ -138,13 +138,9 @@ def _gather(raw, facts: _Facts, named: dict[int, str], path: str) -> None:
     pid = _resolve_ids(c["pid"], sp["pid_str"], strings, named)
     tid = _resolve_ids(c["tid"], sp["tid_str"], strings, named)
     kind = _categories(c["cat"], strings)[2]
-    is_runtime = kind == KIND_CODE["runtime"]
-    runtime = np.unique(c["name"][is_runtime])
+    runtime = np.unique(c["name"][kind == KIND_CODE["runtime"]])
     facts.hip_calls |= any(strings[i].startswith("hip") for i in runtime if i >= 0)
-    launch_names = [i for i in runtime if i >= 0 and strings[i] in WORK_ITEM_LAUNCHES]
-    if launch_names:
-        corr = c["correlation"][is_runtime & np.isin(c["name"], launch_names)]
-        facts.work_item_launches.append(corr[corr != N64])
+    facts.work_item_launches.append(work_item_launches(kind, c["name"], c["correlation"], strings))
     facts.memory_gpus.update(_memory_gpus(sp["mem_device"], sp["mem_device_type"]))
     kept = ph != ord("E")  # E rows are dropped from the table: their values are no device's
     gpu_rows = np.flatnonzero(np.isin(kind, _GPU_CODES) & kept)

@@ -984,6 +984,23 @@ def test_every_scanner_function_compiles_without_reference_counting():
     assert [name for name, f in compiled.items() if f.targetoptions.get("_nrt") is not False] == []
 
 
+def test_the_gpu_reader_compiles_every_scanner_function_its_functions_call():
+    """The GPU reader compiles the scanner's functions named in ``scanner_cuda.SHARED`` for CUDA, callees
+    first, each calling the others' device copies: a scanner function that one of them calls and that is
+    missing there would be compiled for CUDA from the CPU module's namespace (its own calls not the device
+    copies: ``trailing_zeros`` the CPU intrinsic), so every callee is listed, before its callers."""
+    from numba.core.registry import CPUDispatcher
+
+    from gpuan.trace.kineto import scanner
+    from gpuan.trace.kineto.gpu.scanner_cuda import SHARED
+
+    compiled = {name for name, f in vars(scanner).items() if isinstance(f, CPUDispatcher)}
+    replaced = {"intern"}  # the GPU's record_span stands in for it
+    for k, name in enumerate(SHARED):
+        callees = set(getattr(scanner, name).py_func.__code__.co_names) & compiled - replaced
+        assert callees <= set(SHARED[:k]), (name, callees - set(SHARED[:k]))
+
+
 def test_every_scanner_function_says_whether_llvm_inlines_it():
     """A function that does not set numba's forceinline takes the setting of the compile that reached it
     first: every scanner function sets it, the helpers on a key's path inlined, and the functions the reader

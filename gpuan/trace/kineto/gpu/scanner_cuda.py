@@ -19,11 +19,11 @@ from gpuan.trace.kineto.gpu import bits
 
 #: the scanner's functions the GPU reader runs, callees first
 SHARED = (
-    "_is_ws", "skip_ws", "_load8", "_zero_bytes", "string_end", "_is_bracket", "_nested", "skip_value",
-    "_mix", "_tail", "_finish", "_hash_bytes", "string_end_hash", "_same_bytes", "_exponent_ns", "parse_ns",
-    "_time_value", "parse_int", "_number_rest", "_int_value", "_int32", "_parse_triple", "_string_id",
-    "_parse_key", "_member_key", "_arg_target", "_next_member", "_parse_args", "_is_phase", "_clear_row",
-    "_parse_event",
+    "_is_ws", "skip_ws", "_load8", "_skip_spaces", "_zero_bytes", "string_end", "_is_bracket", "_nested",
+    "skip_value", "_mix", "_tail", "_finish", "_hash_bytes", "string_end_hash", "_same_bytes", "_exponent_ns",
+    "parse_ns", "_time_value", "_number_rest", "parse_int", "_int_value", "_int32", "_parse_triple",
+    "_string_id", "_parse_key", "_member_key", "_arg_target", "_next_member", "_parse_args", "_is_phase",
+    "_clear_row", "_parse_event",
 )  # fmt: skip
 
 

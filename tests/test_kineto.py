@@ -819,8 +819,8 @@ def test_nested_values_over_lines_are_skipped_to_their_end():
 
 @pytest.mark.parametrize("name", ["cpu_tiny_lm_prefill_decode.json.gz", "mi300x_qwen05b_inference.json.gz"])
 def test_indented_layouts_read_as_the_compact_one(data_dir, tmp_path, monkeypatch, name):
-    """A real trace written back compact and indented by 1 to 17 spaces or a tab (runs of indentation at
-    every length around the scanner's 8-byte words, inside nested argument arrays too) gives the compact
+    """A real trace written back compact and indented by 1, 7, 8 or 9 spaces or a tab (nested, runs of
+    indentation of many lengths around the scanner's 8-byte words, in argument arrays too) gives the compact
     file's table, through tiny parallel blocks as well; argument texts come out in one line either way."""
     path = data_dir / "kineto" / name
     if not path.exists():
@@ -830,7 +830,7 @@ def test_indented_layouts_read_as_the_compact_one(data_dir, tmp_path, monkeypatc
     want = gpuan.load(compact, use_cache=False)
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 16)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 12)
-    for indent in (1, 7, 8, 9, 16, 17, "\t"):
+    for indent in (1, 7, 8, 9, "\t"):
         p = write_json(tmp_path, "indented.json", doc, indent=indent)
         for threads in (1, 2):
             got = gpuan.trace.kineto.build_trace(reader.scan_file(str(p), threads=threads), source=str(p))

@@ -104,7 +104,16 @@ def _event(rng: random.Random, i: int) -> dict:
         "block": rng.choice(["[128, 1, 1]", "[ 32 , 2 ]"]),
         "registers per thread": rng.choice(["32", "255"]),
         "shared memory": rng.choice(["0", "49152"]),
-        "Input Dims": rng.choice(["[[1, 2], [], [3]]", "[[1,2],[3,4,5]]", "[]", '"[1, 2]"']),
+        # the last one laid out over lines, as json.dump(indent=...) writes it: runs of spaces after newlines
+        "Input Dims": rng.choice(
+            [
+                "[[1, 2], [], [3]]",
+                "[[1,2],[3,4,5]]",
+                "[]",
+                '"[1, 2]"',
+                "[\n" + " " * 11 + "[\n  1,\n\t2],\n" + " " * 17 + "[]\n]",
+            ]
+        ),
         "Input type": rng.choice(['["float", "c10::Half"]', '["", "Scalar"]']),
         "Concrete Inputs": rng.choice(['["", "1.5", "[1, 2]"]', '["\\"quoted\\""]']),
         "Collective name": rng.choice(['"allreduce"', '"all_gather"']),
@@ -117,7 +126,18 @@ def _event(rng: random.Random, i: int) -> dict:
         "Sequence number": str(i),
         "Fwd thread id": "1",
         "bytes": rng.choice(["100", "1e3"]),
-        "nested": '{"a": [1, {"b": "}]\\"{"}, -0.0, 1e-300, true, false, null], "c": {}}',
+        "nested": rng.choice(
+            [
+                '{"a": [1, {"b": "}]\\"{"}, -0.0, 1e-300, true, false, null], "c": {}}',
+                "{\n"
+                + " " * 8
+                + '"a": [\n'
+                + " " * 16
+                + '1, {"b": "}]\\"{"},\n'
+                + " " * 9
+                + 'null],\n  "c": {}\n    }',
+            ]
+        ),
         "kind": rng.choice(["1", "2", '"3"']),
         "Dst Rank": rng.choice(["1", "-1"]),
     }

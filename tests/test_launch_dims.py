@@ -111,3 +111,20 @@ def test_a_kineto_file_converts_its_own_work_item_launches(tmp_path):
     want = expected_grids()
     for d in "xyz":
         assert got[f"grid_{d}"].to_pylist() == [want[f"grid_{d}"][i] for i in kernels], d
+
+
+def test_work_item_launches_are_the_named_runtime_calls_with_a_correlation():
+    """events.work_item_launches: the distinct correlation ids of runtime rows named as work-item launches;
+    rows of other kinds or names, null names (-1) and null correlations (the scanner's int64 minimum) give
+    none."""
+    from gpuan.trace.kinds import KIND_CODE
+    from gpuan.trace.kineto.events import N64, work_item_launches
+
+    strings = ["hipExtModuleLaunchKernel", "hipLaunchKernel", "Cijk_gemm", "hipHccModuleLaunchKernel"]
+    rt, k = KIND_CODE["runtime"], KIND_CODE["kernel"]
+    rows = [(rt, 0, 7), (rt, 0, 7), (rt, 1, 8), (k, 0, 9), (rt, -1, 10), (rt, 3, N64), (rt, 3, 4), (rt, 0, 2)]
+    kind, names, corr = (np.array(c) for c in zip(*rows))
+    got = work_item_launches(kind.astype(np.int8), names.astype(np.int32), corr.astype(np.int64), strings)
+    assert got.tolist() == [2, 4, 7]
+    none = work_item_launches(kind.astype(np.int8), np.full(len(rows), 1, np.int32), corr.astype(np.int64), strings)
+    assert none.tolist() == []

@@ -13,7 +13,7 @@ from gpuan.engine.parts import Parts, tagged
 from gpuan.result import Result
 from gpuan.trace.kinds import KINDS
 from gpuan.trace.projection import Projection, projection
-from gpuan.trace.table import NULL64, Trace, kind_mask
+from gpuan.trace.table import NULL64, Trace, is_one_of
 
 GPU_ACTIVITY = ("kernel", "memcpy", "memset")
 #: what categories that gpuan does not analyse hold (Kineto's activity types), named in the summary so that
@@ -222,7 +222,7 @@ def _streams(gpu: pa.Table, engine: Engine) -> list[dict]:
     n_groups = uniq.shape[0]
     ts = rows["ts"].to_numpy()
     end = ts + rows["dur"].fill_null(0).to_numpy()
-    is_kernel = kind_mask(rows["kind"], ["kernel"]).to_numpy(zero_copy_only=False)
+    is_kernel = is_one_of(rows["kind"], ["kernel"])
     busy = engine.to_host(busy_time(engine.asarray(gid), engine.asarray(ts), engine.asarray(end), n_groups, engine))
     n_events = np.bincount(gid, minlength=n_groups)
     n_kernels = np.bincount(gid[is_kernel], minlength=n_groups)

@@ -28,7 +28,7 @@ from gpuan.sol.roofs import Roofs, peak_key, roofs_for
 from gpuan.sol.schemas import functional
 from gpuan.trace.launch import callers, group_ids, ints, link
 from gpuan.trace.nesting import ancestor_where, enclosing
-from gpuan.trace.table import Trace, kind_mask
+from gpuan.trace.table import Trace, is_one_of
 
 #: kernel names of tensor-core GEMMs/convolutions, which for an FP32 op mean TF32 (cuBLAS "tf32" kernels,
 #: CUTLASS "tensorop_s1688"/"tensorop_s16816" FP32-in kernels)
@@ -267,8 +267,8 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
 
     # ops whose GPU work is only copies and fills are bounded by the bytes they moved
     # kinds, copy kinds and names decided once per dictionary entry, then gathered by the codes
-    is_copy = kind_mask(activities["kind"], ["memcpy", "memset"]).to_numpy(zero_copy_only=False)
-    is_memcpy = kind_mask(activities["kind"], ["memcpy"]).to_numpy(zero_copy_only=False)
+    is_copy = is_one_of(activities["kind"], ["memcpy", "memset"])
+    is_memcpy = is_one_of(activities["kind"], ["memcpy"])
     over_link = _lower_in(activities["memcpy_kind"], ("htod", "dtoh", "htoh")) & is_memcpy
     nbytes = ints(activities, "bytes")
     all_copy = np.bincount(group, weights=~is_copy, minlength=n) == 0

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from gpuan.trace.launch import match
+from gpuan.trace.table import is_one_of
 
 #: HIP launch calls whose grid arguments are global work sizes (work-items), not blocks
 WORK_ITEM_LAUNCHES = ("hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel")
@@ -32,14 +32,14 @@ def work_item_kernels(table: pa.Table, launches: np.ndarray | None = None) -> np
     if table.num_rows == 0 or (launches is not None and launches.size == 0):
         return np.empty(0, np.int64)
     if launches is not None:
-        kernel_rows = np.flatnonzero(_is_one_of(table["kind"], ("kernel",)))
+        kernel_rows = np.flatnonzero(is_one_of(table["kind"], ("kernel",)))
         corr = _ints_at(table["correlation"], kernel_rows)
         return kernel_rows[(corr != -1) & np.isin(corr, launches)]
-    named = _is_one_of(table["name"], WORK_ITEM_LAUNCHES)
+    named = is_one_of(table["name"], WORK_ITEM_LAUNCHES)
     if not named.any():  # every CUDA trace, and ROCm traces without module launches
         return np.empty(0, np.int64)
-    launch_rows = np.flatnonzero(named & _is_one_of(table["kind"], ("runtime",)))
-    kernel_rows = np.flatnonzero(_is_one_of(table["kind"], ("kernel",)))
+    launch_rows = np.flatnonzero(named & is_one_of(table["kind"], ("runtime",)))
+    kernel_rows = np.flatnonzero(is_one_of(table["kind"], ("kernel",)))
     launch_corr = _ints_at(table["correlation"], launch_rows)
     corr = _ints_at(table["correlation"], kernel_rows)
     # the correlation ids alone first (a lookup, where matching every kernel's key sorted them all: 5 ms a
@@ -74,25 +74,8 @@ def grids_in_workgroups(table: pa.Table, launches: np.ndarray | None = None) -> 
     return table
 
 
-# The helpers below read the columns' buffers in numpy: a table of a small trace paid 1.3-1.9 ms here in
-# Arrow compute calls (tens of microseconds each) for a few hundred rows, as much as its scan.
-
-
-def _is_one_of(column: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
-    """Return whether each row of the string `column` is one of `values` (False where null) as numpy: decided
-    per dictionary entry where the column is dictionary-encoded, as the reader writes it, and not gathered
-    by the codes where no entry is (a CUDA trace's 2.5 million names: 34 ms a load of the 1 GB gen trace)."""
-    column = column.combine_chunks()
-    value_set = pa.array(values, pa.string())
-    if not pa.types.is_dictionary(column.type):
-        return pc.is_in(column, value_set).fill_null(False).to_numpy(zero_copy_only=False)
-    entries = pc.is_in(column.dictionary, value_set).to_numpy(zero_copy_only=False)
-    if not entries.any():
-        return np.zeros(len(column), bool)
-    codes, valid = _values_at(column.indices)
-    if valid is None:
-        return entries[codes]
-    return entries[np.where(valid, codes, 0)] & valid
+# The helpers below read the columns' buffers in numpy (as is_one_of does the kinds and names): a table of a
+# small trace paid 1.3-1.9 ms here in Arrow compute calls (tens of microseconds each) for a few hundred rows.
 
 
 def _values_at(column: pa.Array, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:

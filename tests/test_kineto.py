@@ -371,12 +371,14 @@ def test_a_scan_that_raises_in_a_thread_is_raised_and_leaves_no_thread(tmp_path,
     assert calls["thread"] >= 5 and not _scan_threads()
 
 
+@pytest.mark.parametrize("first", [None, 1 << 12], ids=["blocks alike", "blocks from 4 KB"])
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, monkeypatch, suffix, threads):
+def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, monkeypatch, suffix, threads, first):
     """An event longer than many blocks is scanned from its start again in each block it reaches; the blocks
     after it grow with it, so the bytes the scanner walks stay a small multiple of the file (a 2 MB event in
-    32 KB blocks walked 63 MB of a plain .json when they did not), and the table is the one of one block."""
+    32 KB blocks walked 63 MB of a plain .json when they did not), and the table is the one of one block.
+    A compressed file's blocks starting small (read ahead at the size of the ramp) grow with it too."""
     events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 1, "ts": i, "dur": 1} for i in range(3000)]
     events.insert(1500, {"ph": "X", "cat": "kernel", "name": "long" * 500_000, "pid": 0, "tid": 1, "ts": 1, "dur": 1})
     path = write_json(tmp_path, "long.json", {"traceEvents": events})
@@ -387,6 +389,8 @@ def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, mo
     want = gpuan.trace.kineto.build_trace(reader.scan_file(str(path), threads=1), source="t")
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    if first is not None:
+        monkeypatch.setattr(reader, "FIRST_READ_BYTES", first)
     scan, walked = reader.sc.scan, Counter()
 
     def counting(buf, b64, pos, end, n, *rest):
@@ -432,11 +436,12 @@ def _readable(packed: bytes) -> int:
     return len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(packed))
 
 
+@pytest.mark.parametrize("first", [None, 1 << 12], ids=["blocks alike", "blocks from 4 KB"])
 @pytest.mark.parametrize("before_cut", [None, 20_000, 3_000_000])
-def test_parallel_blocks_report_bad_input_as_one_pass(data_dir, tmp_path, monkeypatch, before_cut):
+def test_parallel_blocks_report_bad_input_as_one_pass(data_dir, tmp_path, monkeypatch, before_cut, first):
     """Reading ahead does not change which problem a damaged file is reported with: a gzip stream cut short,
     alone or after a malformed event shortly (20 kB: where the reads ahead already meet the cut) or long
-    (3 MB) before the cut, gives the one-thread read's message."""
+    (3 MB) before the cut, gives the one-thread read's message, with blocks alike or starting small."""
     text = gzip.decompress((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
     packed = gzip.compress(text)
     if before_cut is not None:
@@ -447,6 +452,8 @@ def test_parallel_blocks_report_bad_input_as_one_pass(data_dir, tmp_path, monkey
     path.write_bytes(packed[: len(packed) * 6 // 10])
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    if first is not None:
+        monkeypatch.setattr(reader, "FIRST_READ_BYTES", first)
     problems = []
     for threads in (1, 2):
         with pytest.raises(gpuan.errors.TraceError) as e:
@@ -542,6 +549,42 @@ def test_plain_json_parts_read_as_the_stream(data_dir, tmp_path, monkeypatch):
     assert mapped_names == streamed_names
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compressed_blocks_start_small_and_double(data_dir, tmp_path, monkeypatch, threads):
+    """A .json.gz is read in blocks that start at FIRST_READ_BYTES and double up to BLOCK_BYTES, each
+    inflated by the read thread while the one before is scanned: the blocks' sizes are those, the table and
+    the keys after the events are the plain file's, and no read thread is left once the scan is done."""
+    text = gzip.decompress((data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz").read_bytes())
+    text = text[: text.rindex(b"}")] + b', "after": {"note": "' + b"z" * 300_000 + b'"}}'
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text, 1))
+    want = gpuan.trace.kineto.build_trace(reader.scan_file(str(plain), threads=1), source="t")
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 18)
+    monkeypatch.setattr(reader, "FIRST_READ_BYTES", 1 << 12)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    fill, asked, where = reader.fill, [], set()
+
+    def recording(src, buf, have):
+        asked.append(buf.size - reader.SLACK - have)
+        where.add(threading.current_thread().name)
+        return fill(src, buf, have)
+
+    monkeypatch.setattr(reader, "fill", recording)
+    got = gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=threads), source="t")
+    _same_trace(got, want)
+    assert got.metadata["file"]["after"] == {"note": "z" * 300_000}
+    ramp = [(1 << 12) << k for k in range(7)]
+    assert asked[: len(ramp)] == ramp and set(asked[len(ramp) :]) == {1 << 18} and len(asked) > 40
+    assert any(name.startswith("gpuan-read") for name in where)
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpuan-read")]
+
+
+def _mapped_reads(src, whole, at: int):
+    """Return the reads of a mapped file whose bytes before `at` are taken."""
+    return reader._Reads(src, whole, reader.Head(whole, at, False, 0, None), [], reader.BLOCK_BYTES, None)
+
+
 @pytest.mark.parametrize("left", [2048, reader.SLACK, reader.SLACK - 1, 0])
 def test_map_window_reaches_the_files_end_where_the_map_holds_the_reads_past_it(tmp_path, monkeypatch, left):
     """Where the map's last page holds SLACK bytes past the file's end (`left` bytes are left there), the
@@ -558,7 +601,7 @@ def test_map_window_reaches_the_files_end_where_the_map_holds_the_reads_past_it(
         whole = src.mapped(past=reader.SLACK)
         assert whole.size == src.total + (reader.SLACK if room else 0)
         at = src.total - 3000
-        block = reader._Reads(src, whole, at, [])._window(reader.BLOCK_BYTES, reader._Scratch(0, 16), 0)
+        block = _mapped_reads(src, whole, at)._window(reader.BLOCK_BYTES, reader._Scratch(0, 16), 0)
         assert block.eof and block.base + block.n == src.total and block.buf.size >= block.n + reader.SLACK
         assert (block.buf is whole) == room
         assert bytes(block.buf[block.lo : block.n]) == path.read_bytes()[at:]
@@ -579,7 +622,7 @@ def test_map_window_stops_short_of_the_last_bytes(tmp_path, monkeypatch, beyond)
 
     with open_bytes(path) as src:
         whole = src.mapped()
-        block = reader._Reads(src, whole, at, [])._window(reader.BLOCK_BYTES, reader._Scratch(0, 16), 0)
+        block = _mapped_reads(src, whole, at)._window(reader.BLOCK_BYTES, reader._Scratch(0, 16), 0)
         if beyond == 0:
             assert block.buf is whole and (block.lo, block.n, block.eof) == (at, at + 4096, False)
             assert block.n + reader.SLACK <= whole.size

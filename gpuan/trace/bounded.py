@@ -56,7 +56,7 @@ def memory_estimate(source: str | os.PathLike) -> int:
     peaks at about 0.6 times the JSON (docs/ingest.md), plus this process."""
     from gpuan.trace.source import open_bytes
 
-    with open_bytes(str(source)) as src:
+    with open_bytes(str(source), ahead=False) as src:  # the size is in the gzip trailer: nothing to inflate
         size = src.expected_size()
     return int(size * 0.6) + resident_bytes()
 

@@ -29,11 +29,12 @@ INFLATE_AHEAD = 16 << 20
 
 try:  # python-isal decompresses several times faster than zlib
     from isal import igzip as _igzip
+    from isal.isal_zlib import _GzipReader
     from isal.isal_zlib import error as _isal_error
 
     _GZIP_ERRORS: tuple[type[Exception], ...] = (_isal_error,)
 except ImportError:  # pragma: no cover - isal is a dependency, this is for stripped installs
-    _igzip = None
+    _igzip = _GzipReader = None
     _GZIP_ERRORS = ()
 
 
@@ -215,16 +216,21 @@ def open_file(path: str | os.PathLike) -> io.BufferedReader:
 @contextmanager
 def open_bytes(path: str | os.PathLike, *, ahead: bool = True) -> Iterator[ByteSource]:
     """Open path for streaming reads, decompressing gzip: with `ahead`, blocks of INFLATE_BLOCK bytes in a
-    thread of its own (for reading a whole file); without, only what is read (for a look at the start,
-    where starting that thread and its first block cost milliseconds). Raises TraceError if it cannot be
-    opened."""
+    thread of its own (for reading a whole file); without, only what is read, straight into the buffer
+    given (for a look at the start, where starting that thread and its first block cost milliseconds, and
+    for a reader that reads ahead in a thread of its own). Raises TraceError if it cannot be opened."""
     path = str(path)
     raw = open_file(path)
     try:
         magic = raw.read(2)
         raw.seek(0)
         if magic == GZIP_MAGIC:
-            gz = gzip.GzipFile(fileobj=raw, mode="rb") if _igzip is None else _igzip.open(raw, "rb")
+            if _igzip is None:
+                gz = gzip.GzipFile(fileobj=raw, mode="rb")
+            elif ahead:
+                gz = _igzip.open(raw, "rb")
+            else:  # isal's reader under its buffered file, which inflates straight into the buffer given
+                gz = _GzipReader(raw, _igzip.READ_BUFFER_SIZE)
             stream = InflateAhead(gz) if ahead else gz
         else:
             stream = raw

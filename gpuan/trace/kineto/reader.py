@@ -1,14 +1,15 @@
 """Read a Kineto / Chrome-trace JSON file (plain or gzip) into the event table, block by block.
 
-A gzipped file streams through two buffers, one read while the other is scanned; a plain one is scanned where
-it lies, in its memory map, a block-sized window at a time. Each block is cut into
-chunks (four per thread) at likely event starts and its chunks are queued behind the block before's; each
-scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's scratch
-columns, with the thread's own string table. Meanwhile the main thread reads and queues the next block; then
-it settles the block: the event carried from the block before is scanned, and each chunk, as soon as it is
-scanned, has its start verified against where the previous chunk really ended (a wrong guess is scanned
-again) and its rows drained into the output columns, chunk by chunk in file order, while the threads scan
-on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input size.
+A gzipped file is inflated by a thread of its own straight into the next block's buffer (of three) while the
+block before is scanned, in blocks that start at 1 MB and double up to 16 MB, so that the first scan waits for
+1 MB, not 16; a plain one is scanned where it lies, in its memory map, a block-sized window at a time. Each
+block is cut into chunks (four per thread) at likely event starts and its chunks are queued behind the block
+before's; each scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's
+scratch columns, with the thread's own string table. Meanwhile the main thread takes and queues the next
+block; then it settles the block: the event carried from the block before is scanned, and each chunk, as soon
+as it is scanned, has its start verified against where the previous chunk really ended (a wrong guess is
+scanned again) and its rows drained into the output columns, chunk by chunk in file order, while the threads
+scan on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input size.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -31,6 +33,9 @@ from gpuan.trace.source import ByteSource, open_bytes
 from gpuan.trace.threads import thread_count
 
 BLOCK_BYTES = 16 << 20
+# a compressed file's first block: its scan waits for its inflate (16 MB: 11 ms), so blocks start small and
+# double up to BLOCK_BYTES, each inflated while the one before is scanned
+FIRST_READ_BYTES = 1 << 20
 MIN_PARALLEL_BYTES = 1 << 20
 HEADROOM = 1 << 20  # bytes free before a block read ahead, for the unfinished event carried into it
 BYTES_PER_ROW = 64  # chunk bytes per scratch row; smaller events just drain the scratch more often
@@ -360,7 +365,7 @@ def scan_parts(
     the events is read last). Raises TraceError as :func:`scan_file` does."""
     threads = threads or thread_count()
     with ExitStack() as stack:
-        src = stack.enter_context(open_bytes(path))
+        src = stack.enter_context(open_bytes(path, ahead=False))
         size = src.expected_size()
         # a file too small to be cut into chunks is scanned by this thread alone: starting and stopping the
         # scanning threads took 1.3 ms of a 3.4 ms scan of a 17 KB trace
@@ -378,12 +383,15 @@ def scan_parts(
         # the map holds the bytes the scanner's word reads touch past the data)
         mapped = src.mapped(past=SLACK)
         head = _head_in_map(path, mapped, src.total) if mapped is not None else None
+        step = BLOCK_BYTES if mapped is not None else min(FIRST_READ_BYTES, BLOCK_BYTES)
         if head is None:
-            head = read_head(src, path, BLOCK_BYTES)
+            head = read_head(src, path, step)
         else:
             src.map_at(head.have)
         text = head.text
-        reads = _Reads(src, None if head.eof else mapped, head.have, tables)
+        # a compressed file's blocks are inflated in a thread of their own, each while the one before is scanned
+        pool = None if mapped is not None else stack.enter_context(ThreadPoolExecutor(1, "gpuan-read"))
+        reads = _Reads(src, None if head.eof else mapped, head, tables, step, pool)
         del mapped  # held by the reads (and the head) while needed, not past them
         block = _plan(head.buf, head.pos, head.have, 0, head.eof, scratches[0], chunks, exact=True)
         workers.queue(block)
@@ -395,10 +403,13 @@ def scan_parts(
         try:
             while True:
                 # the scanner releases the GIL: the next block is read and queued, so that the threads go on
-                # to it without a pause, and the block's chunks are drained as they are scanned
+                # to it without a pause, and the block's chunks are drained as they are scanned. A block that
+                # this thread scans alone is read after it: the inflate thread reads ahead of it already, and a
+                # read before the scan would wait for the inflate of two blocks before the first is scanned
                 reads.give_back()
                 scratch = next((s for s in scratches if s is not block.scratch), block.scratch)
-                following = None if block.eof else reads.next_block(block, pos, scratch, chunks)
+                ahead = bool(chunks) or reads.mapped is not None
+                following = None if block.eof or not ahead else reads.next_block(block, pos, scratch, chunks)
                 if following is not None:
                     workers.queue(following)
                 status, pos = _settle(block, pos, tables, out)
@@ -414,6 +425,8 @@ def scan_parts(
                     bad_at = block.scratch.bad_at
                     raise TraceError(path, wrong_type(block.buf, pos, block.n, bad_at, index, block.base + pos))
                 # NEED_MORE: the block's last event goes on into the next block
+                if not ahead and not block.eof:
+                    following = reads.next_block(block, pos, scratch, chunks, settled=True)
                 if following is None:
                     raise TraceError(path, "trace ends in the middle of the events (truncated file)")
                 if following.unreadable is not None:
@@ -637,41 +650,83 @@ def _number_strings(results: list[_Scanned | None], out: Collected, tables: list
 
 class _Reads:
     """Where the next block's bytes come from: past the head, a window of the file's memory map (its last
-    bytes copied into a padded buffer), or for a compressed file the next bytes read into a spare buffer;
-    and the map's pages given back once scanned."""
+    bytes copied into a padded buffer), or for a compressed file the next bytes inflated by a thread of
+    their own straight into a free buffer, the block after the last one given out, while that one is
+    scanned; and the map's pages given back once scanned."""
 
-    def __init__(self, src: ByteSource, mapped: np.ndarray | None, have: int, tables: list[StringTable]) -> None:
+    def __init__(
+        self,
+        src: ByteSource,
+        mapped: np.ndarray | None,
+        head: Head,
+        tables: list[StringTable],
+        step: int,
+        pool: ThreadPoolExecutor | None,
+    ) -> None:
         self.src = src
         self.size = src.total  # the file's bytes (`mapped` may hold SLACK zeros past them)
         self.mapped = mapped
         self.tables = tables
-        self.read = have  # the file's bytes read or mapped so far
-        self.spare: np.ndarray | None = None  # the buffer of the block before the last one read
+        self.read = head.have  # the file's bytes read or mapped so far
         self.released = 0  # the map's pages before this offset were given back (or are in `behind`)
         self.behind: np.ndarray | None = None  # scanned pages of the map, given back during the next scan
+        self.step = step  # the last block's size: the next is twice that, up to BLOCK_BYTES
+        self.pool = pool  # the thread that reads ahead (None for a mapped file)
+        self.buffers: list[np.ndarray] = []  # read buffers: the blocks' in use, and the one read ahead
+        self.ahead: tuple[np.ndarray, int, Future] | None = None  # (buffer, size, its read) of the next block
+        if mapped is None and not head.eof:
+            self._read_ahead(min(BLOCK_BYTES, 2 * step), (head.buf,))
 
-    def next_block(self, block: _Block, pos: int, scratch: _Scratch, chunks: int) -> _Block:
+    def next_block(self, block: _Block, pos: int, scratch: _Scratch, chunks: int, *, settled: bool = False) -> _Block:
         """Return the bytes after the block's as a block planned into `scratch` (the bytes that cannot be
-        read: a block without bytes whose `unreadable` says why, raised where they are needed). Where the event
-        carried into the block from `pos` is already longer than half a block, the block after it is made
-        twice as long as that event so far, without chunks: the event is scanned from its start again in
-        each block it reaches, so blocks growing with it keep that linear in its length."""
-        carried = block.lo - pos
-        size = BLOCK_BYTES if carried <= BLOCK_BYTES // 2 else max(BLOCK_BYTES, 2 * (block.n - pos))
-        chunks = chunks if size == BLOCK_BYTES else 0
+        read: a block without bytes whose `unreadable` says why, raised where they are needed). `pos` is
+        where the block's rows start, or once the block is `settled`, where its unfinished last event starts.
+        Where the event carried into the block from `pos` (or that unfinished event) is already longer than
+        half a block, the block after it is made twice as long as that event so far, without chunks: the
+        event is scanned from its start again in each block it reaches, so blocks growing with it keep that
+        linear in its length. Blocks read (not mapped) start at FIRST_READ_BYTES and double up to BLOCK_BYTES."""
+        carried = block.n - pos if settled else block.lo - pos
+        self.step = step = min(BLOCK_BYTES, 2 * self.step)
+        size = step if carried <= step // 2 else max(BLOCK_BYTES, 2 * (block.n - pos))
+        chunks = chunks if size == step else 0
         if self.mapped is not None:
             return self._window(size, scratch, chunks)
-        spare = self.spare if self.spare is not None and self.spare is not block.buf else None
-        if spare is None or spare.size < HEADROOM + size + SLACK:
-            spare = np.empty(HEADROOM + size + SLACK, np.uint8)
-        self.spare = block.buf
         base = self.read - HEADROOM
         try:
-            held, at_end = fill(self.src, spare[: HEADROOM + size + SLACK], HEADROOM)
+            buf, held, at_end = self._take(size, block.buf)
         except TraceError as e:  # unreadable bytes ahead: said when they are needed, after this block's own
-            return _plan(spare, HEADROOM, HEADROOM, base, False, scratch, 0, exact=False, unreadable=e)
+            empty = np.zeros(HEADROOM + SLACK, np.uint8)
+            return _plan(empty, HEADROOM, HEADROOM, base, False, scratch, 0, exact=False, unreadable=e)
+        return _plan(buf, HEADROOM, held, base, at_end, scratch, chunks, exact=False)
+
+    def _take(self, size: int, current: np.ndarray) -> tuple[np.ndarray, int, bool]:
+        """Return (buffer, bytes held, at end) of the next `size` bytes, which start at the buffer's HEADROOM:
+        the block read ahead (lengthened here where a long event asks for more), then start reading the one
+        after it. Raises the TraceError met reading them."""
+        if self.ahead is None:
+            self._read_ahead(size, (current,))
+        buf, asked, reading = self.ahead
+        self.ahead = None
+        held, at_end = reading.result()
+        if not at_end and asked < size:
+            if buf.size < HEADROOM + size + SLACK:
+                longer = np.empty(HEADROOM + size + SLACK, np.uint8)
+                longer[:held] = buf[:held]
+                buf = longer
+            held, at_end = fill(self.src, buf[: HEADROOM + size + SLACK], held)
         self.read += held - HEADROOM
-        return _plan(spare, HEADROOM, held, base, at_end, scratch, chunks, exact=False)
+        if not at_end:
+            self._read_ahead(min(BLOCK_BYTES, 2 * self.step), (current, buf))
+        return buf, held, at_end
+
+    def _read_ahead(self, size: int, busy: tuple[np.ndarray, ...]) -> None:
+        """Start reading the next `size` bytes, in the read thread, into a buffer that no block in `busy` holds."""
+        free = [b for b in self.buffers if all(b is not x for x in busy) and b.size >= HEADROOM + size + SLACK]
+        # room for a whole block even where this one is shorter: the buffer is used again, and pages never
+        # filled cost nothing
+        buf = free[0] if free else np.empty(HEADROOM + max(size, BLOCK_BYTES) + SLACK, np.uint8)
+        self.buffers = [b for b in self.buffers if any(b is x for x in busy)] + [buf]
+        self.ahead = (buf, size, self.pool.submit(fill, self.src, buf[: HEADROOM + size + SLACK], HEADROOM))
 
     def carry(self, block: _Block, pos: int, following: _Block, out: Collected) -> tuple[int, _Block]:
         """Put the unfinished event block.buf[pos:n] just before the following block's bytes; returns (where
@@ -739,6 +794,13 @@ class _Reads:
             return rest
         if self.mapped is not None:
             return rest + self.mapped[self.read : self.size].tobytes()
+        if self.ahead is not None:
+            buf, _, reading = self.ahead
+            self.ahead = None
+            held, at_end = reading.result()
+            rest += buf[HEADROOM:held].tobytes()
+            if at_end:
+                return rest
         return rest + self.src.read_rest()
 
 

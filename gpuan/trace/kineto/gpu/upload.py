@@ -22,7 +22,7 @@ def padded_size(n: int) -> int:
 
 def read_to_host(path: str) -> tuple[np.ndarray, int]:
     """Return (buffer, n): the file's n bytes (decompressed) in a numpy buffer padded with spaces."""
-    with open_bytes(path) as src:
+    with open_bytes(path, ahead=False) as src:  # inflated straight into the buffer: nothing to overlap here
         buf = np.empty(padded_size(src.expected_size()), np.uint8)
         n = 0
         while True:

@@ -337,7 +337,7 @@ def test_chunks_taken_by_any_thread_number_strings_the_same_way(tmp_path, monkey
 
 
 def _scan_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("gpuan-scan")]
+    return [t for t in threading.enumerate() if t.name.startswith(("gpuan-scan", "gpuan-read"))]
 
 
 def _many_events(tmp_path, name: str, count: int = 20_000) -> Path:
@@ -371,8 +371,11 @@ def test_a_scan_that_raises_in_a_thread_is_raised_and_leaves_no_thread(tmp_path,
     assert calls["thread"] >= 5 and not _scan_threads()
 
 
-@pytest.mark.parametrize("first", [None, 1 << 12], ids=["blocks alike", "blocks from 4 KB"])
-@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+@pytest.mark.parametrize(
+    ("suffix", "first"),
+    [(".json", None), (".json.gz", None), (".json.gz", 1 << 12)],
+    ids=["json", "gz", "gz from 4 KB"],
+)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, monkeypatch, suffix, threads, first):
     """An event longer than many blocks is scanned from its start again in each block it reaches; the blocks
@@ -404,10 +407,14 @@ def test_an_event_longer_than_many_blocks_is_scanned_in_linear_time(tmp_path, mo
     assert walked["bytes"] < 6 * size
 
 
-def test_parts_left_part_way_leave_no_thread(tmp_path, monkeypatch):
+@pytest.mark.parametrize("gz", [False, True])
+def test_parts_left_part_way_leave_no_thread(tmp_path, monkeypatch, gz):
     """A caller that stops asking for parts part-way through a file (closing the generator) stops the
-    scanning threads, with blocks still queued for them."""
+    scanning threads, with blocks still queued for them, and the read thread of a .json.gz."""
     path = _many_events(tmp_path, "t.json")
+    if gz:
+        path = path.with_suffix(".json.gz")
+        path.write_bytes(gzip.compress((tmp_path / "t.json").read_bytes()))
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 15)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
     parts = reader.scan_parts(str(path), part_rows=2_000, threads=2)
@@ -563,11 +570,11 @@ def test_compressed_blocks_start_small_and_double(data_dir, tmp_path, monkeypatc
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 18)
     monkeypatch.setattr(reader, "FIRST_READ_BYTES", 1 << 12)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
-    fill, asked, where = reader.fill, [], set()
+    fill, asked, where = reader.fill, [], []
 
     def recording(src, buf, have):
         asked.append(buf.size - reader.SLACK - have)
-        where.add(threading.current_thread().name)
+        where.append(threading.current_thread().name)
         return fill(src, buf, have)
 
     monkeypatch.setattr(reader, "fill", recording)
@@ -576,8 +583,9 @@ def test_compressed_blocks_start_small_and_double(data_dir, tmp_path, monkeypatc
     assert got.metadata["file"]["after"] == {"note": "z" * 300_000}
     ramp = [(1 << 12) << k for k in range(7)]
     assert asked[: len(ramp)] == ramp and set(asked[len(ramp) :]) == {1 << 18} and len(asked) > 40
-    assert any(name.startswith("gpuan-read") for name in where)
-    assert not [t for t in threading.enumerate() if t.name.startswith("gpuan-read")]
+    # the head is read before the scan starts; every block after it by the read thread
+    assert where[0] == threading.current_thread().name and all(w.startswith("gpuan-read") for w in where[1:])
+    assert not _scan_threads()
 
 
 def _mapped_reads(src, whole, at: int):

@@ -17,7 +17,7 @@ from gpuan.trace.memory import lean_memory
 #: what a part costs per row while its table is built (scanned columns, the table, sort orders): measured
 #: 375 bytes on a 1 GB trace of ../shared/tools/gen_kineto_trace.py (docs/convert.md)
 BYTES_PER_PART_ROW = 400
-#: the reader's own buffers (a block read and the block read ahead, the threads' two sets of scratch rows,
+#: the reader's own buffers (three read buffers of a block each, the threads' two sets of scratch rows,
 #: the strings: about 160 MB and the strings)
 READER_BYTES = 280 << 20
 #: what the merge holds: a batch of each run it reads (at most spill.FAN_IN), the 1M-row piece being written

@@ -29,13 +29,16 @@ INFLATE_AHEAD = 16 << 20
 
 try:  # python-isal decompresses several times faster than zlib
     from isal import igzip as _igzip
-    from isal.isal_zlib import _GzipReader
     from isal.isal_zlib import error as _isal_error
 
     _GZIP_ERRORS: tuple[type[Exception], ...] = (_isal_error,)
 except ImportError:  # pragma: no cover - isal is a dependency, this is for stripped installs
-    _igzip = _GzipReader = None
+    _igzip = None
     _GZIP_ERRORS = ()
+try:  # the raw reader under igzip's buffered file (private, but since isal 1.4): no copy through that buffer
+    from isal.isal_zlib import _GzipReader
+except ImportError:  # pragma: no cover - a later isal without it: its buffered file, one copy more
+    _GzipReader = None
 
 
 class ByteSource:
@@ -216,9 +219,11 @@ def open_file(path: str | os.PathLike) -> io.BufferedReader:
 @contextmanager
 def open_bytes(path: str | os.PathLike, *, ahead: bool = True) -> Iterator[ByteSource]:
     """Open path for streaming reads, decompressing gzip: with `ahead`, blocks of INFLATE_BLOCK bytes in a
-    thread of its own (for reading a whole file); without, only what is read, straight into the buffer
-    given (for a look at the start, where starting that thread and its first block cost milliseconds, and
-    for a reader that reads ahead in a thread of its own). Raises TraceError if it cannot be opened."""
+    thread of its own (for a reader that works on each piece while the next is inflated, as the GPU upload
+    copies them to the device); without, only what is read, straight into the buffer given (for a look at
+    the start, where starting that thread and its first block cost milliseconds, for a read into one
+    buffer, and for a reader that reads ahead in a thread of its own, as the Kineto reader). Raises
+    TraceError if it cannot be opened."""
     path = str(path)
     raw = open_file(path)
     try:
@@ -227,7 +232,7 @@ def open_bytes(path: str | os.PathLike, *, ahead: bool = True) -> Iterator[ByteS
         if magic == GZIP_MAGIC:
             if _igzip is None:
                 gz = gzip.GzipFile(fileobj=raw, mode="rb")
-            elif ahead:
+            elif ahead or _GzipReader is None:
                 gz = _igzip.open(raw, "rb")
             else:  # isal's reader under its buffered file, which inflates straight into the buffer given
                 gz = _GzipReader(raw, _igzip.READ_BUFFER_SIZE)

@@ -1,12 +1,14 @@
 """Read a Kineto / Chrome-trace JSON file (plain or gzip) into the event table, block by block.
 
-A gzipped file is inflated by a thread of its own straight into the next block's buffer (of three) while the
-block before is scanned, in blocks that start at 1 MB and double up to 16 MB, so that the first scan waits for
-1 MB, not 16; a plain one is scanned where it lies, in its memory map, a block-sized window at a time. Each
-block is cut into chunks (four per thread) at likely event starts and its chunks are queued behind the block
-before's; each scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's
-scratch columns, with the thread's own string table. Meanwhile the main thread takes and queues the next
-block; then it settles the block: the event carried from the block before is scanned, and each chunk, as soon
+A plain file is scanned where it lies, in its memory map, a block-sized window at a time. A gzipped one (or
+any file that cannot be mapped) is read by a thread of its own, inflating straight into the next block's
+buffer (of three) while the block before is scanned, in blocks that start at 1 MB and double up to 16 MB, so
+that the first scans wait for a few MB of inflate, not 32. Each block of 1 MB or more is cut into chunks
+(four per thread) at likely event starts and its chunks are queued behind the block before's; each scanning
+thread takes the next queued chunk and the compiled scanner scans it into the chunk's scratch columns, with
+the thread's own string table. Meanwhile the main thread takes and queues the next block (a block without
+chunks of a file that is read: after settling it, since the main thread alone scans it); then it settles
+the block: the event carried from the block before is scanned, and each chunk, as soon
 as it is scanned, has its start verified against where the previous chunk really ended (a wrong guess is
 scanned again) and its rows drained into the output columns, chunk by chunk in file order, while the threads
 scan on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input size.
@@ -412,6 +414,7 @@ def scan_parts(
                 following = None if block.eof or not ahead else reads.next_block(block, pos, scratch, chunks)
                 if following is not None:
                     workers.queue(following)
+                start = pos  # where the block's rows start: the next block's size depends on it
                 status, pos = _settle(block, pos, tables, out)
                 if progress is not None:
                     progress(src.consumed(), src.total)
@@ -426,7 +429,7 @@ def scan_parts(
                     raise TraceError(path, wrong_type(block.buf, pos, block.n, bad_at, index, block.base + pos))
                 # NEED_MORE: the block's last event goes on into the next block
                 if not ahead and not block.eof:
-                    following = reads.next_block(block, pos, scratch, chunks, settled=True)
+                    following = reads.next_block(block, start, scratch, chunks)
                 if following is None:
                     raise TraceError(path, "trace ends in the middle of the events (truncated file)")
                 if following.unreadable is not None:
@@ -677,15 +680,16 @@ class _Reads:
         if mapped is None and not head.eof:
             self._read_ahead(min(BLOCK_BYTES, 2 * step), (head.buf,))
 
-    def next_block(self, block: _Block, pos: int, scratch: _Scratch, chunks: int, *, settled: bool = False) -> _Block:
+    def next_block(self, block: _Block, pos: int, scratch: _Scratch, chunks: int) -> _Block:
         """Return the bytes after the block's as a block planned into `scratch` (the bytes that cannot be
         read: a block without bytes whose `unreadable` says why, raised where they are needed). `pos` is
-        where the block's rows start, or once the block is `settled`, where its unfinished last event starts.
-        Where the event carried into the block from `pos` (or that unfinished event) is already longer than
-        half a block, the block after it is made twice as long as that event so far, without chunks: the
-        event is scanned from its start again in each block it reaches, so blocks growing with it keep that
-        linear in its length. Blocks read (not mapped) start at FIRST_READ_BYTES and double up to BLOCK_BYTES."""
-        carried = block.n - pos if settled else block.lo - pos
+        where the block's rows start (whether it is settled yet or not: the blocks are the same either way,
+        and so is what a damaged file is reported with). Where the event carried into the block from `pos`
+        is already longer than half a block, the block after it is made twice as long as that event so far,
+        without chunks: the event is scanned from its start again in each block it reaches, so blocks
+        growing with it keep that linear in its length. Blocks read (not mapped) start at FIRST_READ_BYTES
+        and double up to BLOCK_BYTES."""
+        carried = block.lo - pos
         self.step = step = min(BLOCK_BYTES, 2 * self.step)
         size = step if carried <= step // 2 else max(BLOCK_BYTES, 2 * (block.n - pos))
         chunks = chunks if size == step else 0

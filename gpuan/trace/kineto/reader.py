@@ -3,15 +3,16 @@
 A plain file is scanned where it lies, in its memory map, a block-sized window at a time. A gzipped one (or
 any file that cannot be mapped) is read by a thread of its own, inflating straight into the next block's
 buffer (of three) while the block before is scanned, in blocks that start at 1 MB and double up to 16 MB, so
-that the first scans wait for a few MB of inflate, not 32. Each block of 1 MB or more is cut into chunks
-(four per thread) at likely event starts and its chunks are queued behind the block before's; each scanning
-thread takes the next queued chunk and the compiled scanner scans it into the chunk's scratch columns, with
-the thread's own string table. Meanwhile the main thread takes and queues the next block (a block without
-chunks of a file that is read: after settling it, since the main thread alone scans it); then it settles
-the block: the event carried from the block before is scanned, and each chunk, as soon
-as it is scanned, has its start verified against where the previous chunk really ended (a wrong guess is
-scanned again) and its rows drained into the output columns, chunk by chunk in file order, while the threads
-scan on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input size.
+that the first scans wait for a few MB of inflate, not 32. At two threads or more, each block of 1 MB or more
+is cut into chunks (four per thread) at likely event starts and its chunks are queued behind the block
+before's; each scanning thread takes the next queued chunk and the compiled scanner scans it into the chunk's
+scratch columns, with the thread's own string table. Meanwhile the main thread takes and queues the next
+block (where it scans alone, at one thread or in a file under 1 MB, and the file is read: after settling the
+block); then it settles the block: the event carried from the block before is scanned, and each chunk, as
+soon as it is scanned, has its start verified against where the previous chunk really ended (a wrong guess
+is scanned again) and its rows drained into the output columns, chunk by chunk in file order, while the
+threads scan on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input
+size.
 """
 
 from __future__ import annotations

@@ -420,6 +420,7 @@ def test_parts_left_part_way_leave_no_thread(tmp_path, monkeypatch, gz):
     parts = reader.scan_parts(str(path), part_rows=2_000, threads=2)
     first = next(parts)
     assert first.length >= 2_000 and not first.last and _scan_threads()
+    assert any(t.name.startswith("gpuan-read") for t in _scan_threads()) == gz
     parts.close()
     assert not _scan_threads()
     whole = list(reader.scan_parts(str(path), part_rows=2_000, threads=2))
@@ -586,6 +587,30 @@ def test_compressed_blocks_start_small_and_double(data_dir, tmp_path, monkeypatc
     # the head is read before the scan starts; every block after it by the read thread
     assert where[0] == threading.current_thread().name and all(w.startswith("gpuan-read") for w in where[1:])
     assert not _scan_threads()
+
+
+def test_blocks_are_the_same_whichever_thread_scans_them(tmp_path, monkeypatch):
+    """A .json.gz with events longer than half a block is read in the same blocks at 1 thread (each block
+    settled before the next is taken) and at 2 (the next taken first, for the scanning threads), so a damaged
+    file is reported the same way at both."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 1, "ts": i, "dur": 1} for i in range(4000)]
+    for at, length in ((300, 40_000), (1500, 150_000), (2500, 700_000)):
+        events.insert(at, {"ph": "X", "name": "n" * length, "pid": 0, "tid": 1, "ts": at, "dur": 1})
+    path = write_json(tmp_path, "long.json", {"traceEvents": events})
+    packed = path.with_suffix(".json.gz")
+    packed.write_bytes(gzip.compress(path.read_bytes(), 1))
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(reader, "FIRST_READ_BYTES", 1 << 12)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 10)
+    fill, asked = reader.fill, []
+    monkeypatch.setattr(reader, "fill", lambda src, buf, have: asked.append(buf.size - have) or fill(src, buf, have))
+    sizes, tables = [], []
+    for threads in (1, 2):
+        asked.clear()
+        tables.append(gpuan.trace.kineto.build_trace(reader.scan_file(str(packed), threads=threads), source="t"))
+        sizes.append(list(asked))
+    assert sizes[0] == sizes[1] and max(sizes[0]) > 1 << 16  # the long events made longer blocks
+    assert tables[0].events.equals(tables[1].events)
 
 
 def _mapped_reads(src, whole, at: int):

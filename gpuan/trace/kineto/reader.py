@@ -401,17 +401,17 @@ def scan_parts(
         del head
         pos = block.lo  # where the rows not yet taken start, in block.buf
         following: _Block | None = None  # the block after `block`, read and queued while `block` is scanned
+        # a block that this thread scans alone is read after it: the read thread reads ahead of it already, and
+        # a read before the scan would wait for the inflate of two blocks before the first is scanned
+        ahead = bool(chunks) or reads.mapped is not None
         first_row = 0  # the file's event rows before this part
         drained = 0  # events, flows and metadata events drained into earlier parts
         try:
             while True:
                 # the scanner releases the GIL: the next block is read and queued, so that the threads go on
-                # to it without a pause, and the block's chunks are drained as they are scanned. A block that
-                # this thread scans alone is read after it: the inflate thread reads ahead of it already, and a
-                # read before the scan would wait for the inflate of two blocks before the first is scanned
+                # to it without a pause, and the block's chunks are drained as they are scanned
                 reads.give_back()
                 scratch = next((s for s in scratches if s is not block.scratch), block.scratch)
-                ahead = bool(chunks) or reads.mapped is not None
                 following = None if block.eof or not ahead else reads.next_block(block, pos, scratch, chunks)
                 if following is not None:
                     workers.queue(following)

@@ -10,16 +10,12 @@ GPU (``--device gpu``) in the child."""
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 import time
 from dataclasses import dataclass
 
-#: the modules the server does not import, by a part of their dotted name: what reaches a GPU at import
-#: (``*_cuda``, ``*_gpu``, ``gpu`` packages), the live tracker (torch), the server itself and
-#: ``__main__`` (which runs the command line)
-_SKIPPED_PARTS = ("gpu", "capture", "server", "__main__")
-_SKIPPED_SUFFIXES = ("_cuda", "_gpu")
+from gpuan.jit_cache import cached_functions, index_matches
+
 #: libraries that commands import only when they need them (reports, progress bars, gzip, Parquet,
 #: spreadsheets, HTML views, GGUF files): each missing one is skipped
 LAZY_LIBRARIES = (
@@ -56,14 +52,12 @@ class Warmth:
 def warm() -> Warmth:
     """Import gpuan's CPU modules and the libraries its commands import lazily, and load numba's cached
     machine code for each of gpuan's functions; returns what was loaded (:class:`Warmth`)."""
-    from gpuan.jit_cache import lighter_numba_start
+    from gpuan.jit_cache import import_cpu_modules, lighter_numba_start
 
     start = time.perf_counter()
     lighter_numba_start()
-    import gpuan
-
     failed: list[str] = []
-    _import_tree(gpuan, failed)
+    import_cpu_modules(failed)
     for name in LAZY_LIBRARIES:
         try:
             importlib.import_module(name)
@@ -74,21 +68,6 @@ def warm() -> Warmth:
     return Warmth(modules, functions, signatures, time.perf_counter() - start, tuple(failed))
 
 
-def _import_tree(package, failed: list[str]) -> None:
-    """Import every module under `package` but the skipped ones and what is under them (unlike
-    pkgutil.walk_packages, which imports every package to look inside); `failed` gets each failure."""
-    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        if _skipped(info.name):
-            continue
-        try:
-            module = importlib.import_module(info.name)
-        except Exception as e:  # a module for an optional extra that is not installed, say
-            failed.append(f"{info.name}: {type(e).__name__}: {e}")
-            continue
-        if info.ispkg:
-            _import_tree(module, failed)
-
-
 def load_cached() -> tuple[int, int]:
     """Load every signature that numba's cache on disk holds, and this process has not loaded, of the
     cached functions of the gpuan modules imported; returns how many functions there are and how many
@@ -97,7 +76,7 @@ def load_cached() -> tuple[int, int]:
     functions = signatures = 0
     for name, module in list(sys.modules.items()):
         if name.startswith("gpuan.") and module is not None:
-            for dispatcher in _cached_functions(module):
+            for dispatcher in cached_functions(module, parallel=False):
                 functions += 1
                 signatures += _load_cached(dispatcher)
     return functions, signatures
@@ -109,29 +88,8 @@ def loaded() -> int:
         len(dispatcher.overloads)
         for name, module in list(sys.modules.items())
         if name.startswith("gpuan.") and module is not None
-        for dispatcher in _cached_functions(module)
+        for dispatcher in cached_functions(module, parallel=False)
     )
-
-
-def _skipped(name: str) -> bool:
-    parts = name.split(".")[1:]
-    return any(p in _SKIPPED_PARTS or p.endswith(_SKIPPED_SUFFIXES) for p in parts)
-
-
-def _cached_functions(module) -> list:
-    """Return the ``@njit(cache=True)`` functions that `module` defines."""
-    from numba.core.registry import CPUDispatcher
-
-    return [
-        value
-        for value in vars(module).values()
-        if isinstance(value, CPUDispatcher)
-        and getattr(value, "__module__", None) == module.__name__
-        and getattr(value, "_cache", None) is not None
-        and getattr(value._cache, "_enabled", False)
-        # loading a parallel function starts numba's thread pool, which a forked child cannot use
-        and not value.targetoptions.get("parallel")
-    ]
 
 
 def _load_cached(dispatcher) -> int:
@@ -149,7 +107,7 @@ def _load_cached(dispatcher) -> int:
         sig = index_key[0]
         if sig in dispatcher.overloads:
             continue
-        if index_key != cache._index_key(sig, codegen):
+        if not index_matches(index_key, cache, codegen):
             continue  # another machine, or an older version of the function's code
         try:
             dispatcher.compile(sig)

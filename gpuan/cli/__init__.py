@@ -23,13 +23,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpuan.cli import compare, convert, cycles, demo, fleet, info, replay, server, sol, streams, tensors
+    from gpuan.cli import compare, convert, cycles, demo, fleet, info, precompile, replay, server, sol, streams, tensors
 
     p = _Parser(prog="gpuan", description="GPU-accelerated analytics for GPU performance traces.")
     p.add_argument("--version", action="version", version=f"gpuan {__version__}")
     p.add_argument("--device", type=engine_choice, default=None, metavar="{auto,cpu,gpu}", help=_DEVICE_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (info, convert, cycles, compare, streams, sol, tensors, replay, fleet, demo, server):
+    for module in (info, convert, cycles, compare, streams, sol, tensors, replay, fleet, demo, precompile, server):
         module.add_parser(sub)
     for command in sub.choices.values():
         # the engine option after the command too (gpuan sol --device gpu T); a subcommand's own --device

@@ -1,0 +1,109 @@
+"""``gpuan precompile``: after it, numba's cache holds every cached function of gpuan's CPU code for this machine,
+and the commands, on real traces and generated ones, compile nothing (the cache's files stay as they were);
+``--check`` names what a cache lacks; and a cache compiled for another CPU target does not count as compiled.
+
+Each run is a fresh process with an empty NUMBA_CACHE_DIR of its own: the test process and the checkout's own
+cache (beside the sources) hold whatever other tests compiled."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _gpuan(args: list[str], cache: Path, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:
+    """Run ``gpuan ARGS`` in a fresh process with numba's cache in `cache`, never in a server."""
+    full = dict(os.environ, PYTHONPATH=str(REPO), NUMBA_CACHE_DIR=str(cache), GPUAN_SERVER="0", **env)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuan", *args], env=full, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _files(cache: Path) -> dict[str, int]:
+    """Every file under `cache` with its modification time (ns): numba writes there whenever it compiles."""
+    return {str(p.relative_to(cache)): p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+
+
+def test_after_precompile_the_cache_holds_everything_and_commands_compile_nothing(tmp_path):
+    cache = tmp_path / "numba"
+    cache.mkdir()
+    done = _gpuan(["precompile", "--jobs", "2"], cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    total = int(done.stderr.split("all ")[1].split()[0])
+    assert total >= 60  # gpuan's cached numba functions (72 when this was written)
+    assert f"{total} compiled now" in done.stderr  # the cache was empty: every one of them compiled here
+    assert f"NUMBA_CACHE_DIR, {cache}" in done.stderr
+    check = _gpuan(["precompile", "--check"], cache)
+    assert check.returncode == 0, check.stderr
+    assert f"all {total} of gpuan's numba functions" in check.stderr
+
+    # traces unlike the ones precompile wrote: a plain one of 3 MB (cut into chunks at 2 threads), and the real ones
+    from gpuan.synth.kineto import write_kineto_trace
+
+    plain = tmp_path / "other.json"
+    write_kineto_trace(plain, target_bytes=3 << 20, layers=2, seed=7)
+    commands = [["info", str(plain)], ["cycles", str(plain), "-o", str(tmp_path / "c")]]
+    kineto = DATA / "kineto"
+    if kineto.is_dir():
+        real = str(kineto / "mi300x_qwen05b_inference.json.gz")
+        commands += [
+            ["info", real],
+            ["sol", real],
+            ["streams", str(kineto / "a100_alexnet.json.gz"), "--streams", "2", "--stream", "7"],
+            ["replay", str(kineto / "cpu_ddp_gloo_4rank_slow_rank1_step2")],
+            ["fleet", str(kineto / "dlrm_8rank_nccl"), "-o", str(tmp_path / "fleet")],
+        ]
+    before = _files(cache)
+    for argv in commands:
+        r = _gpuan(argv, cache, timeout=120, GPUAN_THREADS="2")
+        assert r.returncode == 0, (argv, r.stderr[-2000:])
+    assert _files(cache) == before, "a command compiled what precompile left out"
+    if not kineto.is_dir():
+        pytest.skip(f"generated traces checked; the real ones are not at {kineto} (../shared/data beside the project)")
+
+
+def test_check_names_what_an_empty_cache_lacks(tmp_path):
+    r = _gpuan(["precompile", "--check"], tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.startswith("gpuan: error: numba's cache (NUMBA_CACHE_DIR")
+    assert "gpuan.trace.kineto.scanner.scan" in r.stderr and "gpuan.streams.simulate._run" in r.stderr
+    assert list(tmp_path.rglob("*.nbc")) == []  # --check compiles nothing
+
+
+_PROBE = """
+    import sys
+    sys.path.insert(0, {tmp!r})
+    from gpuan.jit_cache import compiled_on_disk
+    from probe_module import twice
+    print(compiled_on_disk(twice))
+    if sys.argv[1:] == ["call"]:
+        twice(3)
+        print(compiled_on_disk(twice))
+"""
+
+
+def test_code_cached_for_another_cpu_target_is_not_compiled_on_disk(tmp_path):
+    source = "from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n"
+    (tmp_path / "probe_module.py").write_text(source)
+    code = textwrap.dedent(_PROBE.format(tmp=str(tmp_path)))
+    env = dict(os.environ, PYTHONPATH=str(REPO), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+
+    def probe(*args: str, **extra: str) -> list[str]:
+        r = subprocess.run(
+            [sys.executable, "-c", code, *args], env=dict(env, **extra), capture_output=True, text=True, timeout=300
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.split()
+
+    assert probe("call", NUMBA_CPU_NAME="generic") == ["False", "True"]  # compiled for any x86-64 (or arm64) CPU
+    assert probe() == ["False"]  # this machine's own CPU target: the index holds nothing it would load
+    assert probe(NUMBA_CPU_NAME="generic") == ["True"]

@@ -333,10 +333,43 @@ def problems(build: Build) -> list[str]:
     ):
         if needle not in final:
             found.append(f"the image's last stage does not check {what}")
+    found += _precompile_problems(build)
     if "-devel-" in build.final.base:
         found.append(f"the image is based on {build.final.base}: the devel toolchain ships with it")
     if build.final.env.get("OMPI_MCA_pml") != "ucx":
         found.append("OMPI_MCA_pml is not ucx")
+    return found
+
+
+def _exported(stage: Stage) -> dict[str, str]:
+    """The variables a stage's commands see: its ENV (Dockerfile) or %environment, and the `export`s of its shell."""
+    seen = dict(stage.env)
+    for line in stage.shell:
+        for words in commands(line):
+            if words[0] == "export":
+                seen.update(_assignments(words[1:]))
+    return seen
+
+
+def _precompile_problems(build: Build) -> list[str]:
+    """What keeps the image's commands from loading numba code compiled at build time: none compiled (`gpuan
+    precompile` after gpuan's install, in the stage that installs it), a CPU target left to the build machine or not
+    the image's own (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES), or no check in the last stage that the cache serves it."""
+    found = []
+    stage = next((s for s in build.stages if any("/opt/gpuan[" in line for line in s.shell)), None)
+    lines = list(stage.shell) if stage else []
+    install = next((i for i, line in enumerate(lines) if "/opt/gpuan[" in line), None)
+    words = [(i, w) for i, line in enumerate(lines) for w in commands(line)]
+    compiled = [i for i, w in words if w[:2] == ["gpuan", "precompile"] and "--check" not in w]
+    if install is None or not compiled or compiled[0] < install:
+        found.append("numba's code is not compiled into the image (gpuan precompile after gpuan's install)")
+    target = {k: _exported(stage).get(k) for k in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")} if stage else {}
+    if not target.get("NUMBA_CPU_NAME"):
+        found.append("numba compiles for the build machine's CPU (no NUMBA_CPU_NAME where gpuan precompile runs)")
+    if target != {k: build.final.env.get(k) for k in target}:
+        found.append(f"the image's NUMBA_CPU_NAME/NUMBA_CPU_FEATURES are not those numba compiled for, {target}")
+    if not any(w[:3] == ["gpuan", "precompile", "--check"] for line in build.final.shell for w in commands(line)):
+        found.append("the image's last stage does not check that numba's cache serves it (gpuan precompile --check)")
     return found
 
 
@@ -445,6 +478,14 @@ def test_the_checker_names_every_fault_of_the_old_image():
         ("--no-binary=mpi4py ", "", "mpi4py is not built from source"),
         ("'Open MPI' in v", "'MPI' in v", "does not check that mpi4py runs on Open MPI"),
         ("runtime-ubuntu24.04\nStage: final", "devel-ubuntu24.04\nStage: final", "the devel toolchain ships"),
+        ("-exec rm -rf {} + \\\n    && gpuan precompile\n", "-exec rm -rf {} +\n", "numba's code is not compiled"),
+        ("    export NUMBA_CPU_NAME=x86-64-v3 NUMBA_CPU_FEATURES=\n    python3", "    python3", "build machine's CPU"),
+        (
+            "export NUMBA_CPU_NAME=x86-64-v3 NUMBA_CPU_FEATURES=\n\n%post",
+            "export NUMBA_CPU_NAME=znver4\n\n%post",
+            "are not those numba compiled for",
+        ),
+        ("    && gpuan precompile --check\n", "\n", "does not check that numba's cache serves it"),
     ],
 )
 def test_the_checker_catches_a_fault_put_into_the_def_file(old, new, fault):

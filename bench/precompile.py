@@ -27,6 +27,8 @@ from ingest import git_commit, machine_info, save_report, versions  # noqa: E402
 from startup import user_env, wall  # noqa: E402
 from timing import spread  # noqa: E402
 
+from gpuan.cli.precompile import CHAINS  # noqa: E402
+
 
 def commands(trace: Path, out: Path) -> dict[str, list[str]]:
     """Return the commands timed, by name: argv after ``python -m gpuan``."""
@@ -93,7 +95,7 @@ def main() -> None:
     summed = spread([sum(cold[name][i][0] for name in named) for i in range(args.runs)])
     lines += [
         "",
-        f"`gpuan precompile` itself (empty cache, {min(len(os.sched_getaffinity(0)), 3)} processes): "
+        f"`gpuan precompile` itself (empty cache, {min(len(os.sched_getaffinity(0)), len(CHAINS))} processes): "
         f"{p.cell(1)} s wall, {p_cpu.median:.1f} CPU-s; the four cold first runs above add up to "
         f"{summed.cell(1)} s, and each later command of every other kind (convert, compare, replay, fleet) "
         "would have compiled too.",

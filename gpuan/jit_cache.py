@@ -10,130 +10,31 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 
-def compiled_on_disk(dispatcher) -> bool:
+def compiled_on_disk(dispatcher, *, unknown: bool = True) -> bool:
     """Return whether numba's on-disk cache already holds compiled code of `dispatcher` (an
     ``@njit(cache=True)`` function) for its source as it is now and for this machine's CPU target; if not,
     its first call compiles it (an index written for older source, as after an upgrade, holds nothing; one
-    written on another CPU holds code this machine does not load). Best effort: True when it cannot tell."""
+    written on another CPU holds code this machine does not load). A function counts as compiled when any of
+    its signatures is. Returns `unknown` where it cannot tell (numba's private cache API changed, an
+    unreadable index)."""
     try:
         cache = dispatcher._cache
         index = cache._cache_file._load_index()  # {} where missing, of another numba, or for other source
-    except AttributeError:
-        return True
-    except Exception:  # (private methods numba may change)
-        return os.path.exists(getattr(getattr(dispatcher._cache, "_cache_file", None), "_index_path", ""))
-    if not index:
-        return False
-    try:
+        if not index:
+            return False
         codegen = dispatcher.targetctx.codegen()
         return any(index_matches(key, cache, codegen) for key in index)
-    except Exception:
-        return True
+    except Exception:  # (private methods numba may change)
+        return unknown
 
 
 def index_matches(index_key, cache, codegen) -> bool:
     """Return whether `index_key`, a key of a numba cache index, is one this process would load: the
     function's code as it is now, on this machine's CPU target (`codegen`'s)."""
     return index_key == cache._index_key(index_key[0], codegen)
-
-
-#: the modules a CPU command never imports, by a part of their dotted name: what reaches a GPU at import
-#: (``*_cuda``, ``*_gpu``, ``gpu`` packages), the live tracker (torch), the server and ``__main__`` (which
-#: runs the command line)
-_SKIPPED_PARTS = ("gpu", "capture", "server", "__main__")
-_SKIPPED_SUFFIXES = ("_cuda", "_gpu")
-
-
-def import_cpu_modules(failed: list[str]) -> None:
-    """Import every gpuan module a command on the CPU may import (not the GPU's, the live tracker's, the
-    server's); `failed` gets each failure, with why (a module of an optional extra not installed, say)."""
-    import gpuan
-
-    _import_tree(gpuan, failed)
-
-
-def _import_tree(package, failed: list[str]) -> None:
-    """Import every module under `package` but the skipped ones and what is under them (unlike
-    pkgutil.walk_packages, which imports every package to look inside)."""
-    import pkgutil
-
-    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        parts = info.name.split(".")[1:]
-        if any(p in _SKIPPED_PARTS or p.endswith(_SKIPPED_SUFFIXES) for p in parts):
-            continue
-        try:
-            module = importlib.import_module(info.name)
-        except Exception as e:
-            failed.append(f"{info.name}: {type(e).__name__}: {e}")
-            continue
-        if info.ispkg:
-            _import_tree(module, failed)
-
-
-def cached_functions(module, *, parallel: bool = True) -> list:
-    """Return the ``@njit(cache=True)`` functions that `module` defines; without `parallel`, not those
-    compiled with ``parallel=True`` (loading one starts numba's thread pool, which a forked child cannot
-    use)."""
-    from numba.core.registry import CPUDispatcher
-
-    return [
-        value
-        for value in vars(module).values()
-        if isinstance(value, CPUDispatcher)
-        and getattr(value, "__module__", None) == module.__name__
-        and getattr(value, "_cache", None) is not None
-        and getattr(value._cache, "_enabled", False)
-        and (parallel or not value.targetoptions.get("parallel"))
-    ]
-
-
-@dataclass(frozen=True)
-class CacheReport:
-    """What numba's on-disk cache holds of gpuan's CPU code (:func:`cache_report`): how many cached
-    functions gpuan has, the names of those it lacks for this machine, where the cache lies, and the CPU
-    target its code is for."""
-
-    functions: int
-    missing: tuple[str, ...]
-    where: str
-    target: str
-
-
-def cache_report() -> CacheReport:
-    """Import gpuan's CPU modules and return what numba's cache holds of their cached functions."""
-    from numba.core import config
-
-    failed: list[str] = []
-    import_cpu_modules(failed)
-    if failed:
-        raise ImportError(f"gpuan modules that do not import: {'; '.join(failed)}")
-    functions = [
-        (name, f)
-        for name, module in sorted(sys.modules.items())
-        if name.startswith("gpuan.") and module is not None
-        for f in cached_functions(module)
-    ]
-    missing = tuple(f"{name}.{f.__name__}" for name, f in functions if not compiled_on_disk(f))
-    paths = [f._cache._cache_path for _, f in functions]
-    where = os.path.commonpath(paths) if paths else "-"
-    if functions and os.environ.get("NUMBA_CACHE_DIR"):
-        where = f"NUMBA_CACHE_DIR, {where}"
-    elif paths and all(p.endswith("__pycache__") for p in paths):
-        where = f"beside the sources, {where}/**/__pycache__"
-    cpu = config.CPU_NAME or _host_cpu()
-    target = f"CPU {cpu}" + (" (NUMBA_CPU_NAME)" if config.CPU_NAME else " (this machine's)")
-    return CacheReport(len(functions), missing, where, target)
-
-
-def _host_cpu() -> str:
-    """Return LLVM's name of this machine's CPU."""
-    import llvmlite.binding as ll
-
-    return ll.get_host_cpu_name()
 
 
 @contextmanager
@@ -154,17 +55,10 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
         yield None
         return
     module, function = entry.split(":")
-    # this gpuan, not whatever the working directory holds: `-c` puts the working directory first (unless
-    # Python runs with safe paths)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = (
-        f"import sys; sys.path[: 0 if getattr(sys.flags, 'safe_path', 0) else 1] = [{root!r}]; "
-        f"import importlib; importlib.import_module({module!r}).{function}()"
-    )
     try:
         child = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            python_running(f"import importlib; importlib.import_module({module!r}).{function}()"),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     except OSError:
         yield None
@@ -179,6 +73,15 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
         if child.poll() is None:
             child.kill()
         child.wait()
+
+
+def python_running(statements: str) -> list[str]:
+    """Return the command line of a new Python process that runs `statements` with this gpuan importable:
+    this checkout's, not whatever the working directory holds (``-c`` puts the working directory first,
+    unless Python runs with safe paths)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = f"import sys; sys.path[: 0 if getattr(sys.flags, 'safe_path', 0) else 1] = [{root!r}]; "
+    return [sys.executable, "-c", path + statements]
 
 
 #: seconds a compile waits for the other process before stopping it and compiling itself (a first compile of

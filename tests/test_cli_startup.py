@@ -28,7 +28,9 @@ def _run(*argv: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-COMMANDS = ("info", "convert", "cycles", "compare", "streams", "sol", "tensors", "replay", "fleet", "demo", "precompile")
+COMMANDS = (
+    "info", "convert", "cycles", "compare", "streams", "sol", "tensors", "replay", "fleet", "demo", "precompile",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -341,10 +341,11 @@ def problems(build: Build) -> list[str]:
     return found
 
 
-def _exported(stage: Stage) -> dict[str, str]:
-    """The variables a stage's commands see: its ENV (Dockerfile) or %environment, and the `export`s of its shell."""
+def _exported(stage: Stage, lines: int | None = None) -> dict[str, str]:
+    """The variables a stage's commands see: its ENV (Dockerfile) or %environment, and the `export`s of its first
+    `lines` shell lines (all of them: None)."""
     seen = dict(stage.env)
-    for line in stage.shell:
+    for line in stage.shell[:lines]:
         for words in commands(line):
             if words[0] == "export":
                 seen.update(_assignments(words[1:]))
@@ -353,8 +354,9 @@ def _exported(stage: Stage) -> dict[str, str]:
 
 def _precompile_problems(build: Build) -> list[str]:
     """What keeps the image's commands from loading numba code compiled at build time: none compiled (`gpuan
-    precompile` after gpuan's install, in the stage that installs it), a CPU target left to the build machine or not
-    the image's own (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES), or no check in the last stage that the cache serves it."""
+    precompile` after gpuan's install, in the stage that installs it), a CPU target left to the build machine (no
+    NUMBA_CPU_NAME, or NUMBA_CPU_FEATURES not empty: the build machine's features) or not the image's own, the cache's
+    folders closed to other users, or no check in the last stage that the cache serves the image."""
     found = []
     stage = next((s for s in build.stages if any("/opt/gpuan[" in line for line in s.shell)), None)
     lines = list(stage.shell) if stage else []
@@ -363,11 +365,16 @@ def _precompile_problems(build: Build) -> list[str]:
     compiled = [i for i, w in words if w[:2] == ["gpuan", "precompile"] and "--check" not in w]
     if install is None or not compiled or compiled[0] < install:
         found.append("numba's code is not compiled into the image (gpuan precompile after gpuan's install)")
-    target = {k: _exported(stage).get(k) for k in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")} if stage else {}
-    if not target.get("NUMBA_CPU_NAME"):
-        found.append("numba compiles for the build machine's CPU (no NUMBA_CPU_NAME where gpuan precompile runs)")
+        return found
+    seen = _exported(stage, compiled[0] + 1)
+    target = {k: seen.get(k) for k in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+    if not target["NUMBA_CPU_NAME"] or target["NUMBA_CPU_FEATURES"] != "":
+        found.append(f"numba compiles for the build machine's CPU where gpuan precompile runs ({target})")
     if target != {k: build.final.env.get(k) for k in target}:
         found.append(f"the image's NUMBA_CPU_NAME/NUMBA_CPU_FEATURES are not those numba compiled for, {target}")
+    opened = any(w[:1] == ["find"] and "__pycache__" in w and "a+rwx" in w for i, w in words if i >= compiled[0])
+    if not opened:
+        found.append("the cache's folders are not opened to every user after gpuan precompile (chmod a+rwx)")
     if not any(w[:3] == ["gpuan", "precompile", "--check"] for line in build.final.shell for w in commands(line)):
         found.append("the image's last stage does not check that numba's cache serves it (gpuan precompile --check)")
     return found
@@ -478,7 +485,7 @@ def test_the_checker_names_every_fault_of_the_old_image():
         ("--no-binary=mpi4py ", "", "mpi4py is not built from source"),
         ("'Open MPI' in v", "'MPI' in v", "does not check that mpi4py runs on Open MPI"),
         ("runtime-ubuntu24.04\nStage: final", "devel-ubuntu24.04\nStage: final", "the devel toolchain ships"),
-        ("-exec rm -rf {} + \\\n    && gpuan precompile\n", "-exec rm -rf {} +\n", "numba's code is not compiled"),
+        ("    && gpuan precompile \\\n    && find /opt/gpuan/gpuan", "    && find /opt/gpuan/gpuan", "not compiled"),
         ("    export NUMBA_CPU_NAME=x86-64-v3 NUMBA_CPU_FEATURES=\n    python3", "    python3", "build machine's CPU"),
         (
             "export NUMBA_CPU_NAME=x86-64-v3 NUMBA_CPU_FEATURES=\n\n%post",
@@ -486,6 +493,16 @@ def test_the_checker_names_every_fault_of_the_old_image():
             "are not those numba compiled for",
         ),
         ("    && gpuan precompile --check\n", "\n", "does not check that numba's cache serves it"),
+        (
+            "export NUMBA_CPU_NAME=x86-64-v3 NUMBA_CPU_FEATURES=\n    python3",
+            "export NUMBA_CPU_NAME=x86-64-v3\n    python3",
+            "compiles for the build machine's CPU",
+        ),
+        (
+            " \\\n    && find /opt/gpuan/gpuan -name __pycache__ -type d -exec chmod a+rwx {} +",
+            "",
+            "not opened to every user",
+        ),
     ],
 )
 def test_the_checker_catches_a_fault_put_into_the_def_file(old, new, fault):

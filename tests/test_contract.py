@@ -48,6 +48,7 @@ REACHING_OUT = {
     "gpuan.devices.ceilings": "reads the ceilings file; take a loaded Ceilings",
     "gpuan.devices.calibrate": "measures this machine",
     "gpuan.jit_cache": "looks at the JIT cache on disk",
+    "gpuan.jit_functions": "looks at the JIT cache on disk",
     "gpuan.capture": "captures a live process",
     **dict.fromkeys(("os.environ", "os.environb", "os.getenv", "os.getenvb", "os.putenv"),
                     "reads the environment; take an option"),

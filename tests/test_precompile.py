@@ -1,6 +1,7 @@
 """``gpuan precompile``: after it, numba's cache holds every cached function of gpuan's CPU code for this machine,
 and the commands, on real traces and generated ones, compile nothing (the cache's files stay as they were);
-``--check`` names what a cache lacks; and a cache compiled for another CPU target does not count as compiled.
+``--check`` names what a cache lacks; a failed or overlong task is reported; and a cache compiled for another CPU
+target (another CPU name, or the same name with other features) does not count as compiled.
 
 Each run is a fresh process with an empty NUMBA_CACHE_DIR of its own: the test process and the checkout's own
 cache (beside the sources) hold whatever other tests compiled."""
@@ -8,6 +9,7 @@ cache (beside the sources) hold whatever other tests compiled."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -107,3 +109,36 @@ def test_code_cached_for_another_cpu_target_is_not_compiled_on_disk(tmp_path):
     assert probe("call", NUMBA_CPU_NAME="generic") == ["False", "True"]  # compiled for any x86-64 (or arm64) CPU
     assert probe() == ["False"]  # this machine's own CPU target: the index holds nothing it would load
     assert probe(NUMBA_CPU_NAME="generic") == ["True"]
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the images' CPU family, x86-64-v3, is an x86-64 one")
+    # the images' target: a CPU family with its own features (empty NUMBA_CPU_FEATURES), not this machine's
+    family = {"NUMBA_CPU_NAME": "x86-64-v3", "NUMBA_CPU_FEATURES": ""}
+    assert probe("call", **family) == ["False", "True"]
+    assert probe(NUMBA_CPU_NAME="x86-64-v3") == ["False"]  # the family's name with this machine's features
+
+
+def test_a_failed_task_is_reported_with_its_last_words():
+    from gpuan.cli.precompile import run_chains
+
+    (failed,) = run_chains([("no_such_task",)], jobs=1)
+    assert failed[0] == "no_such_task"
+    assert "ValueError: no precompile task 'no_such_task'" in failed[1]
+
+
+def test_a_chain_past_its_deadline_is_stopped_with_what_it_started(tmp_path, monkeypatch):
+    from gpuan.cli.precompile import run_chains
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # empty: the event loop compiles for 20 s or more
+    before = set(os.listdir("/proc")) if os.path.isdir("/proc") else set()
+    (failed,) = run_chains([("stream_loop",)], jobs=1, deadline_s=1.0)
+    assert failed == ("stream_loop", "still compiling after 1 s: stopped")
+    if before:
+        assert [p for p in set(os.listdir("/proc")) - before if b"precompile" in _cmdline(p)] == []
+
+
+def _cmdline(pid: str) -> bytes:
+    """The command line of process `pid` (empty for what is not a process, or one that has ended)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes() if pid.isdigit() else b""
+    except OSError:
+        return b""

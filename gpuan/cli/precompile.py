@@ -4,26 +4,33 @@ A command's first run after an install compiles what it uses (15-45 s on a 2-cor
 simulator's event loop alone 20-30 s) and caches it. Where that first run is paid again and again (a
 container started afresh for every job, each rank of an ``mpirun`` on a node whose cache is cold, a shared
 install), this pays it once: it runs the commands themselves (info, convert, cycles, compare, sol, replay,
-fleet, streams) on small traces it writes, in a few processes side by side, then checks that numba's cache
-holds every cached function of gpuan for this machine. ``--check`` compiles nothing and only checks.
+fleet) on small traces it writes, beside the stream simulator's event loop, in two processes, then checks
+that numba's cache holds every cached function of gpuan for this machine. ``--check`` compiles nothing and
+only checks.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from gpuan.cli.arguments import positive
+from gpuan.jit_cache import python_running
 
-#: the work each process does (run_task's names), in the order the processes start: the commands on
-#: traces first (the JSON scanner, then every analysis), beside the two analyses whose kernels compile
-#: longest, made up in gpuan.cli.first_run
-TASKS = ("commands", "stream_loop", "cycle_kernels")
+#: the work (run_task's names), in chains: each chain runs in a process of its own, its tasks in turn. No two
+#: chains compile the same function, since numba's cache index is rewritten without a lock: the cycle search's
+#: kernels compile before the commands (cycles and fleet then find them cached and start no process of their
+#: own to compile them), beside the stream simulator's event loop, which only ``gpuan streams`` uses
+CHAINS = (("cycle_kernels", "commands"), ("stream_loop",))
+#: seconds a chain may take before it is stopped and reported (a cold one takes about a minute on 2 cores)
+DEADLINE_S = 1800
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--jobs", type=positive, default=None,
-        help=f"processes that compile side by side (default: the cores this process may use, at most {len(TASKS)})",
+        help=f"processes that compile side by side (default: the cores this process may use, at most {len(CHAINS)})",
     )  # fmt: skip
     p.add_argument(
         "--check", action="store_true",
@@ -47,16 +54,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compile (or, with --check, only look), then report what numba's cache holds; returns the exit code:
-    1 where a function is missing from the cache."""
-    from gpuan.jit_cache import cache_report
+    1 where a function is missing from the cache or a task failed."""
+    from gpuan.jit_functions import cache_report
 
     start = time.perf_counter()
-    before = cache_report()
+    try:
+        before = cache_report()
+    except ImportError as e:
+        print(f"gpuan: error: precompile: {e}", file=sys.stderr)
+        return 1
+    if before.functions == 0:  # numba's private API changed under gpuan: nothing to compile can be found
+        print("gpuan: error: precompile: found none of gpuan's cached numba functions", file=sys.stderr)
+        return 1
     if not args.check:
-        jobs = args.jobs or min(len(os.sched_getaffinity(0)), len(TASKS))
+        jobs = min(args.jobs or len(os.sched_getaffinity(0)), len(CHAINS))
         print(f"gpuan: compiling {len(before.missing)} of gpuan's {before.functions} numba functions "
               f"({before.target}) in {jobs} processes ...", file=sys.stderr)  # fmt: skip
-        failed = _run_tasks(jobs)
+        failed = run_chains(CHAINS, jobs)
         if failed:
             for name, why in failed:
                 print(f"gpuan: error: precompile: {name}: {why}", file=sys.stderr)
@@ -76,59 +90,91 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_tasks(jobs: int) -> list[tuple[str, str]]:
-    """Run :data:`TASKS` in processes of their own, at most `jobs` at once; returns (task, why) for each
-    that failed."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def run_chains(chains: Sequence[Sequence[str]], jobs: int, deadline_s: float = DEADLINE_S) -> list[tuple[str, str]]:
+    """Run each chain of tasks (:func:`run_task`'s names) in a process of its own, at most `jobs` at once;
+    returns (task, why) for each chain that failed or ran past `deadline_s`, naming its tasks."""
     # two threads whatever the machine: a plain trace of 1 MB or more is then cut into chunks, whose code
     # a machine with more cores needs; the CPU engine, and never a server
     env = dict(os.environ, GPUAN_THREADS="2", GPUAN_DEVICE="cpu", GPUAN_SERVER="0")
     failed: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="gpuan-precompile-") as scratch:
-        waiting = list(TASKS)
-        running: dict[str, subprocess.Popen] = {}
+        waiting = [" then ".join(chain) for chain in chains]
+        tasks = dict(zip(waiting, chains))
+        running: dict[str, tuple[subprocess.Popen, float]] = {}
         try:
             while waiting or running:
                 while waiting and len(running) < jobs:
                     name = waiting.pop(0)
-                    code = (
-                        f"import sys; sys.path[: 0 if getattr(sys.flags, 'safe_path', 0) else 1] = [{root!r}]; "
-                        f"from gpuan.cli.precompile import run_task; run_task({name!r}, {scratch!r})"
-                    )
-                    running[name] = subprocess.Popen(
-                        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, env=env,
-                    )  # fmt: skip
-                name, child = _first_done(running)
+                    # stderr to a file, not a pipe: a child that says much would block on a full pipe; a
+                    # session of its own, so that a chain stopped takes what it started with it
+                    with open(_err_path(scratch, name), "wb") as err:
+                        child = subprocess.Popen(
+                            python_running(f"from gpuan.cli.precompile import run_tasks; "
+                                           f"run_tasks({list(tasks[name])!r}, {scratch!r})"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                            start_new_session=True,
+                        )  # fmt: skip
+                    running[name] = (child, time.monotonic())
+                name, child, late = _first_done(running, deadline_s)
                 del running[name]
-                if child.returncode:
-                    lines = child.stderr.read().decode(errors="replace").strip().splitlines()
-                    failed.append((name, lines[-1] if lines else f"exit code {child.returncode}"))
-                child.stderr.close()
+                if late:
+                    _stop(child)
+                    failed.append((name, f"still compiling after {deadline_s:.0f} s: stopped"))
+                elif child.returncode:
+                    with open(_err_path(scratch, name), "rb") as err:
+                        lines = err.read().decode(errors="replace").strip().splitlines()
+                    why = " / ".join(lines[-3:]) if lines else f"exit code {child.returncode}"
+                    failed.append((name, why))
         finally:
-            for child in running.values():
-                child.kill()
-                child.wait()
+            for child, _ in running.values():
+                _stop(child)
     return failed
 
 
-def _first_done(running: dict[str, subprocess.Popen]) -> tuple[str, subprocess.Popen]:
-    """Return the first of the `running` processes to end (name, process), once it has ended."""
+def _err_path(scratch: str, name: str) -> str:
+    return os.path.join(scratch, name.replace(" ", "_") + ".err")
+
+
+def _first_done(
+    running: dict[str, tuple[subprocess.Popen, float]], deadline_s: float
+) -> tuple[str, subprocess.Popen, bool]:
+    """Return the first of the `running` processes to end or to run past `deadline_s`: (name, process,
+    whether it ran past the deadline)."""
     while True:
-        for name, child in running.items():
+        for name, (child, started) in running.items():
             if child.poll() is not None:
-                return name, child
+                return name, child, False
+            if time.monotonic() - started > deadline_s:
+                return name, child, True
         time.sleep(0.05)
 
 
+def _stop(child: subprocess.Popen) -> None:
+    """Stop `child` and every process of its session, and wait for it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        pass
+    child.wait()
+
+
+def run_tasks(names: Sequence[str], scratch: str) -> None:
+    """Run the tasks `names` in turn in this process (:func:`run_task`)."""
+    for name in names:
+        run_task(name, scratch)
+
+
 def run_task(name: str, scratch: str) -> None:
-    """Run task `name` of :data:`TASKS` in this process, writing what it writes under `scratch`."""
+    """Run task `name` (one of :data:`CHAINS`') in this process, writing what it writes under `scratch`;
+    raises ValueError for a name that is none of them."""
     from gpuan.cli import first_run
 
     if name == "commands":
         _commands(Path(scratch) / "commands")
-    else:
+    elif name in ("cycle_kernels", "stream_loop"):
         getattr(first_run, name)()
+    else:
+        raise ValueError(f"no precompile task {name!r}")
 
 
 def _commands(directory: Path) -> None:

@@ -14,7 +14,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from gpuan.jit_cache import cached_functions, index_matches
+from gpuan.jit_cache import index_matches, lighter_numba_start
+from gpuan.jit_functions import cached_functions, import_cpu_modules
 
 #: libraries that commands import only when they need them (reports, progress bars, gzip, Parquet,
 #: spreadsheets, HTML views, GGUF files): each missing one is skipped
@@ -52,8 +53,6 @@ class Warmth:
 def warm() -> Warmth:
     """Import gpuan's CPU modules and the libraries its commands import lazily, and load numba's cached
     machine code for each of gpuan's functions; returns what was loaded (:class:`Warmth`)."""
-    from gpuan.jit_cache import import_cpu_modules, lighter_numba_start
-
     start = time.perf_counter()
     lighter_numba_start()
     failed: list[str] = []

@@ -7,7 +7,7 @@ Every run is a fresh process timed from outside (bench/startup.py's ``wall``: wa
 start to exit), with ``NUMBA_CACHE_DIR`` a new empty directory: per round, each command once with a cache of its
 own (its first run after an install: it compiles what it uses), then ``gpuan precompile`` into another, then each
 command with that one. Rows give the median of ``--runs`` rounds and their spread (min-max), never the best of N;
-the speed-up is the cold median over the median after precompile, both measured in the same round. The trace is
+the speed-up is the cold median over the median after precompile, over the same rounds. The trace is
 the demo's sample (``gpuan.synth.kineto.sample_trace_path``: 3 steps of a 4-layer training job, 3,603 events).
 
 A Markdown report goes to <out>/precompile-<date>-<machine>.md with the machine, date, commit and the load average.

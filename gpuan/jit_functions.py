@@ -88,14 +88,19 @@ def cache_report() -> CacheReport:
         for f in cached_functions(module)
     ]
     missing = tuple(f"{name}.{f.__name__}" for name, f in functions if not compiled_on_disk(f, unknown=False))
-    paths = [f._cache._cache_path for _, f in functions]
+    paths = [getattr(f._cache, "_cache_path", "?") for _, f in functions]
     where = os.path.commonpath(paths) if paths else "-"
     if functions and os.environ.get("NUMBA_CACHE_DIR"):
         where = f"NUMBA_CACHE_DIR, {where}"
     elif paths and all(p.endswith("__pycache__") for p in paths):
         where = f"beside the sources, {where}/**/__pycache__"
-    cpu = config.CPU_NAME or _host_cpu()
-    target = f"CPU {cpu}" + (" (NUMBA_CPU_NAME)" if config.CPU_NAME else " (this machine's)")
+    if not config.CPU_NAME:
+        target = f"CPU {_host_cpu()} (this machine's)"
+    elif config.CPU_FEATURES is None:  # the name's, with this machine's features: code for this machine only
+        target = f"CPU {config.CPU_NAME} (NUMBA_CPU_NAME) with this machine's features"
+    else:
+        features = repr(config.CPU_FEATURES) if config.CPU_FEATURES else "its own features"
+        target = f"CPU {config.CPU_NAME} (NUMBA_CPU_NAME), {features}"
     return CacheReport(len(functions), missing, where, target)
 
 

@@ -4,9 +4,9 @@ A command's first run after an install compiles what it uses (15-45 s on a 2-cor
 simulator's event loop alone 20-30 s) and caches it. Where that first run is paid again and again (a
 container started afresh for every job, each rank of an ``mpirun`` on a node whose cache is cold, a shared
 install), this pays it once: it runs the commands themselves (info, convert, cycles, compare, sol, replay,
-fleet) on small traces it writes, beside the stream simulator's event loop, in two processes, then checks
-that numba's cache holds every cached function of gpuan for this machine. ``--check`` compiles nothing and
-only checks.
+fleet) on small traces it writes, beside the stream simulator's event loop (in two processes where it may use
+two cores), then checks that numba's cache holds every cached function of gpuan for this machine.
+``--check`` compiles nothing and only checks.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from gpuan.cli.arguments import positive
@@ -68,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if not args.check:
         jobs = min(args.jobs or len(os.sched_getaffinity(0)), len(CHAINS))
-        print(f"gpuan: compiling {len(before.missing)} of gpuan's {before.functions} numba functions "
-              f"({before.target}) in {jobs} processes ...", file=sys.stderr)  # fmt: skip
+        # the chains run even where no function lacks code: a function counts as cached when any of its
+        # signatures is, and loading what is cached takes seconds
+        print(f"gpuan: compiling what numba's cache lacks ({len(before.missing)} of gpuan's {before.functions} "
+              f"numba functions have no code there; {before.target}), in {jobs} "
+              f"process{'es' if jobs > 1 else ''} ...", file=sys.stderr)  # fmt: skip
         failed = run_chains(CHAINS, jobs)
         if failed:
             for name, why in failed:
@@ -91,13 +95,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_chains(chains: Sequence[Sequence[str]], jobs: int, deadline_s: float = DEADLINE_S) -> list[tuple[str, str]]:
-    """Run each chain of tasks (:func:`run_task`'s names) in a process of its own, at most `jobs` at once;
-    returns (task, why) for each chain that failed or ran past `deadline_s`, naming its tasks."""
+    """Run each chain of tasks (:func:`run_task`'s names) in a process of its own, at most `jobs` (1 or more)
+    at once; returns (chain, why) for each chain that failed or ran past `deadline_s`, the chain named by its
+    tasks ("cycle_kernels then commands"). A hang-up, like Ctrl-C and SIGTERM (which the command line makes
+    end a command), stops the chains and what they started."""
+    if jobs < 1:
+        raise ValueError(f"jobs: {jobs}, not 1 or more")
     # two threads whatever the machine: a plain trace of 1 MB or more is then cut into chunks, whose code
     # a machine with more cores needs; the CPU engine, and never a server
     env = dict(os.environ, GPUAN_THREADS="2", GPUAN_DEVICE="cpu", GPUAN_SERVER="0")
     failed: list[tuple[str, str]] = []
-    with tempfile.TemporaryDirectory(prefix="gpuan-precompile-") as scratch:
+    with _hang_up_ends(), tempfile.TemporaryDirectory(prefix="gpuan-precompile-") as scratch:
         waiting = [" then ".join(chain) for chain in chains]
         tasks = dict(zip(waiting, chains))
         running: dict[str, tuple[subprocess.Popen, float]] = {}
@@ -132,7 +140,24 @@ def run_chains(chains: Sequence[Sequence[str]], jobs: int, deadline_s: float = D
 
 
 def _err_path(scratch: str, name: str) -> str:
+    """Return the file that chain `name`'s process writes its stderr to."""
     return os.path.join(scratch, name.replace(" ", "_") + ".err")
+
+
+@contextmanager
+def _hang_up_ends() -> Iterator[None]:
+    """Within the block, a hang-up (SIGHUP: the terminal closed) raises SystemExit, as SIGTERM does in a
+    command (gpuan.cli), so that the chains, each in a session of its own which the signal does not reach,
+    are stopped on the way out. Off the main thread, where Python sets no handler, nothing changes."""
+    try:
+        previous = signal.signal(signal.SIGHUP, lambda signum, frame: sys.exit(128 + signum))
+    except (ValueError, AttributeError):  # not the main thread; no SIGHUP (Windows)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _first_done(

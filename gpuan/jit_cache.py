@@ -173,9 +173,11 @@ def _without_cffi(run, module) -> None:
 
 
 def _loads_unrefreshed(run, module) -> None:
-    """Run numba.core.caching's import, then make its function cache load CPU code without first
-    refreshing numba's registries (see :func:`lighter_numba_start`)."""
+    """Run numba.core.caching's import, then make its cache files save one process at a time
+    (:func:`_saves_one_at_a_time`) and its function cache load CPU code without first refreshing numba's
+    registries (see :func:`lighter_numba_start`)."""
     run(module)
+    _saves_one_at_a_time(module)
     cache, function_cache = getattr(module, "Cache", None), getattr(module, "FunctionCache", None)
     needs = ("load_overload", "_load_overload", "_guard_against_spurious_io_errors")
     if cache is None or function_cache is None or not all(hasattr(cache, n) for n in needs):
@@ -200,6 +202,56 @@ def _loads_unrefreshed(run, module) -> None:
     function_cache.load_overload = load_overload
 
 
+#: the file, in each folder of numba's cache, whose lock a process holds while it saves compiled code there
+SAVE_LOCK = "gpuan-save.lock"
+
+
+def _saves_one_at_a_time(module) -> None:
+    """Make numba.core.caching's cache files save under an exclusive lock of the cache folder's
+    :data:`SAVE_LOCK`. numba saves a signature's code by reading the function's index, naming a data file
+    after the entries it holds, and writing both back, with no lock: two processes that compile different
+    signatures of one function at once (ranks of an ``mpirun`` on a cold node, a home folder's cache shared
+    by nodes of different CPUs) can both take the first free name, and the index can then point one
+    signature at the other's machine code. Under the lock each save reads the index as the last one left
+    it. Where the lock cannot be taken (a read-only folder, a file system without locks) the save goes on
+    as numba's own."""
+    index_file = getattr(module, "IndexDataCacheFile", None)
+    save = vars(index_file).get("save") if index_file is not None else None
+    if save is None or getattr(save, "one_at_a_time", False):
+        return
+
+    def locked_save(self, key, data):
+        with _held(os.path.join(self._cache_path, SAVE_LOCK)):
+            return save(self, key, data)
+
+    locked_save.one_at_a_time = True
+    index_file.save = locked_save
+
+
+@contextmanager
+def _held(path: str) -> Iterator[None]:
+    """Hold an exclusive lock of the file `path` (made if missing) within the block; where it cannot be
+    taken, go on without it."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:  # made by another user: a lock needs no write access
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield
+            return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def lighter_numba_start() -> None:
     """Make numba's cache loads in this process skip what loading compiled code does not need.
 
@@ -213,9 +265,10 @@ def lighter_numba_start() -> None:
     ``np.linalg`` inside numba code: where scipy is installed (where the probe would say yes) it says yes
     without the import, and numba still imports scipy.linalg when it compiles a function that calls BLAS;
     ``numba.core.typing.cffi_utils`` imports cffi (and pycparser) to type cffi functions: it is imported
-    as if cffi were absent. Nothing is done to a module already imported, nor to the probe where scipy is
-    not installed. For the command line: a process that imports gpuan as a library keeps numba's own
-    behaviour."""
+    as if cffi were absent. Its cache files save under a lock, one process at a time
+    (:func:`_saves_one_at_a_time`). Nothing is done to a module already imported, nor to the probe where
+    scipy is not installed. For the command line: a process that imports gpuan as a library keeps numba's
+    own behaviour."""
     names = set() if _CACHING in sys.modules else {_CACHING}
     if _ARRAYMATH not in sys.modules and importlib.util.find_spec("scipy") is not None:
         names.add(_ARRAYMATH)

@@ -159,3 +159,47 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+_SAVER = """
+    import sys
+    sys.path.insert(0, {tmp!r})
+    from gpuan.jit_cache import lighter_numba_start
+    lighter_numba_start()  # as every gpuan command starts
+    from probe_module import twice
+    print("imported", flush=True)
+    twice(float(sys.argv[1]) if "." in sys.argv[1] else int(sys.argv[1]))
+    print("saved", flush=True)
+"""
+
+
+def test_a_command_saves_compiled_code_only_under_the_cache_folders_lock(tmp_path):
+    import fcntl
+
+    from gpuan.jit_cache import SAVE_LOCK
+
+    source = "from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n"
+    (tmp_path / "probe_module.py").write_text(source)
+    cache = tmp_path / "numba"
+    env = dict(os.environ, PYTHONPATH=str(REPO), NUMBA_CACHE_DIR=str(cache))
+    code = textwrap.dedent(_SAVER.format(tmp=str(tmp_path)))
+
+    def saver(value: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-c", code, value], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    first = saver("3")
+    assert first.communicate(timeout=300)[0].split() == ["imported", "saved"]
+    (folder,) = [d for d in cache.iterdir() if d.is_dir()]
+    assert len(list(folder.glob("*.nbc"))) == 1
+    with open(folder / SAVE_LOCK) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        second = saver("3.5")  # another signature of the same function
+        assert second.stdout.readline().strip() == "imported"
+        time.sleep(5)  # its compile takes well under a second: it now waits at its save
+        assert second.poll() is None, second.communicate()
+        assert len(list(folder.glob("*.nbc"))) == 1
+    out, err = second.communicate(timeout=300)  # the lock released (closed): the save goes on
+    assert second.returncode == 0 and out.split() == ["saved"], err[-2000:]
+    assert len(list(folder.glob("*.nbc"))) == 2

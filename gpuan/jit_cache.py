@@ -76,12 +76,14 @@ def compiled_beside(dispatchers: Sequence[Any], entry: str) -> Iterator[subproce
 
 
 def python_running(statements: str) -> list[str]:
-    """Return the command line of a new Python process that runs `statements` with this gpuan importable:
-    this checkout's, not whatever the working directory holds (``-c`` puts the working directory first,
-    unless Python runs with safe paths)."""
+    """Return the command line of a new Python process that runs `statements` with this gpuan importable
+    (this checkout's, not whatever the working directory holds: ``-c`` puts the working directory first,
+    unless Python runs with safe paths) and numba started as a command starts it
+    (:func:`lighter_numba_start`: among other things, its saves to the cache under a lock)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = f"import sys; sys.path[: 0 if getattr(sys.flags, 'safe_path', 0) else 1] = [{root!r}]; "
-    return [sys.executable, "-c", path + statements]
+    start = "from gpuan.jit_cache import lighter_numba_start; lighter_numba_start(); "
+    return [sys.executable, "-c", path + start + statements]
 
 
 #: seconds a compile waits for the other process before stopping it and compiling itself (a first compile of

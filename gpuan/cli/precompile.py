@@ -26,9 +26,9 @@ from gpuan.cli.arguments import positive
 from gpuan.jit_cache import python_running
 
 #: the work (run_task's names), in chains: each chain runs in a process of its own, its tasks in turn. No two
-#: chains compile the same function, since numba's cache index is rewritten without a lock: the cycle search's
-#: kernels compile before the commands (cycles and fleet then find them cached and start no process of their
-#: own to compile them), beside the stream simulator's event loop, which only ``gpuan streams`` uses
+#: chains compile the same function, which would be work done twice: the cycle search's kernels compile before
+#: the commands (cycles and fleet then find them cached and start no process of their own to compile them),
+#: beside the stream simulator's event loop, which only ``gpuan streams`` uses
 CHAINS = (("cycle_kernels", "commands"), ("stream_loop",))
 #: seconds a chain may take before it is stopped and reported (a cold one takes about a minute on 2 cores)
 DEADLINE_S = 1800

@@ -4,6 +4,7 @@ reading of its own ranks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,7 +14,7 @@ from gpuan.options import REPLAY_DEALS
 
 if TYPE_CHECKING:
     from gpuan.engine.procs import Procs
-    from gpuan.trace.inputs import RunSources
+    from gpuan.trace.inputs import RankSource, RunSources
     from gpuan.trace.projection import Projection
     from gpuan.trace.table import Trace
 
@@ -53,18 +54,27 @@ def read_own(
 ) -> dict[int, Trace]:
     """Return the traces of the ranks dealt to this process (`owner`: :func:`owners`), by rank, in rank
     order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache`, `device` and
-    `projection`). Raises the same TraceError on every process when any process cannot read one of its
-    ranks."""
-    traces: dict[int, Trace] = {}
-    error, at = None, -1
-    try:
-        for source in sources:
-            if owner[source.rank] == procs.rank:
-                at = source.rank
-                traces[source.rank] = source.load(use_cache=use_cache, device=device, projection=projection)
-    except TraceError as e:
-        error = e
-    # each process stops at its lowest bad rank: the lowest of those is what one process would meet
+    `projection`; side by side where one process's read of a run is: :func:`gpuan.trace.load.side_by_side`).
+    Raises the same TraceError on every process when any process cannot read one of its ranks."""
+    from gpuan.trace.load import side_by_side
+    from gpuan.trace.threads import files_side_by_side
+
+    own = [s for s in sources if owner[s.rank] == procs.rank]
+
+    def reader(source: RankSource) -> Callable[[int | None], Trace | TraceError]:
+        def read(threads: int | None) -> Trace | TraceError:
+            try:
+                return source.load(use_cache=use_cache, device=device, projection=projection, threads=threads)
+            except TraceError as e:
+                return e
+
+        return read
+
+    reads = [reader(s) for s in own]
+    together = side_by_side([s.path for s in own], gpu=device == "gpu")
+    read = files_side_by_side(reads) if together else [r(None) for r in reads]
+    # the lowest bad rank of each process is raised: the lowest of those is what one process would meet
     # first, so the error does not depend on the number of processes
+    error, at = next(((r, s.rank) for s, r in zip(own, read) if isinstance(r, TraceError)), (None, -1))
     procs.raise_together(error, at)
-    return traces
+    return {s.rank: r for s, r in zip(own, read)}

@@ -34,10 +34,17 @@ class RankSource:
     size: int
     otf2: bool = False
 
-    def load(self, *, use_cache: bool = True, device: str | None = None, projection: Projection | None = None) -> Trace:
+    def load(
+        self,
+        *,
+        use_cache: bool = True,
+        device: str | None = None,
+        projection: Projection | None = None,
+        threads: int | None = None,
+    ) -> Trace:
         """Return this rank's trace (its ``rank`` column set), read as :func:`gpuan.trace.load.load` reads
-        a file (`use_cache`, `device`, `projection`; an OTF2 rank ignores the first two); raises TraceError
-        naming a bad file."""
+        a file (`use_cache`, `device`, `projection`, `threads`; an OTF2 rank ignores all but `projection`);
+        raises TraceError naming a bad file."""
         # the readers load on first use: listing a run, and the analyses that only type their inputs
         # with this module, need none of them
         if self.otf2:
@@ -47,7 +54,9 @@ class RankSource:
             return projected(read_otf2(self.path, ranks=[self.rank]), projection)
         from gpuan.trace.load import load
 
-        return load(self.path, rank=self.rank, use_cache=use_cache, device=device, projection=projection)
+        return load(
+            self.path, rank=self.rank, use_cache=use_cache, device=device, projection=projection, threads=threads
+        )
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ def load(
     progress: Progress | None = None,
     device: str | None = None,
     projection: Projection | None = None,
+    threads: int | None = None,
 ) -> Trace:
     """Return the Trace of a trace file or of a directory of per-rank trace files.
 
@@ -62,15 +63,23 @@ def load(
     :class:`gpuan.engine.EngineError` where there is no GPU. None or "cpu": read on the CPU only.
     With `projection` (what an analysis reads), the table holds only its kinds' rows and its columns, the
     others null: a Parquet file is read that far and no further, and any other source gives the same table.
+    `threads` (None: ``GPUAN_THREADS``, else the cores this process may use) is how many threads the read
+    uses: a Kineto file's scan and table build, a directory's files read side by side (two at 2 threads;
+    `progress` is then called from each file's reading thread, with that file's bytes).
     """
     if device not in (None, "cpu", "gpu"):
         raise UsageError(f"device: {device!r} is not one of cpu, gpu")
     if device != "gpu":
-        return _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=False, projection=projection)
+        return _load(
+            Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=False, projection=projection,
+            threads=threads,
+        )  # fmt: skip
     from gpuan.engine import resolve
 
     engine = resolve("gpu")
-    trace = _load(Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=True, projection=projection)
+    trace = _load(
+        Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=True, projection=projection, threads=threads
+    )
     engine.keep_resident(trace.events)
     return trace
 
@@ -83,15 +92,19 @@ def _load(
     progress: Progress | None,
     gpu: bool,
     projection: Projection | None,
+    threads: int | None,
 ) -> Trace:
     """Return the Trace of a file or directory (see :func:`load`); `gpu`: parse Kineto JSON on the GPU. A
-    Parquet file is read by `projection`, any other source read whole and then projected."""
+    Parquet file is read by `projection`, any other source read whole and then projected; `threads` as
+    :func:`load` takes it."""
     from gpuan.trace.otf2 import anchor_of, read_otf2
 
     if anchor_of(path) is not None:
         return _ranked(projected(read_otf2(path), projection), rank)
     if path.is_dir():
-        return _load_rank_dir(path, use_cache=use_cache, progress=progress, gpu=gpu, projection=projection)
+        return _load_rank_dir(
+            path, use_cache=use_cache, progress=progress, gpu=gpu, projection=projection, threads=threads
+        )
     if use_cache and path.exists():
         cache = parquet.cache_path(path)
         if parquet.is_fresh(cache, path):
@@ -100,7 +113,7 @@ def _load(
     if fmt == "kineto":
         from gpuan.trace.kineto import read_kineto
 
-        return projected(read_kineto(str(path), rank=rank, progress=progress, gpu=gpu), projection)
+        return projected(read_kineto(str(path), rank=rank, progress=progress, gpu=gpu, threads=threads), projection)
     if fmt == "parquet":
         trace = parquet.read(path, projection)
     elif fmt == "nsys":
@@ -153,18 +166,40 @@ def file_format(path: Path) -> str:
 
 
 def _load_rank_dir(
-    directory: Path, *, use_cache: bool, progress: Progress | None, gpu: bool, projection: Projection | None
+    directory: Path,
+    *,
+    use_cache: bool,
+    progress: Progress | None,
+    gpu: bool,
+    projection: Projection | None,
+    threads: int | None,
 ) -> Trace:
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column (each
-    file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows)."""
+    file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows), side by
+    side (:func:`gpuan.trace.threads.files_side_by_side`) where :func:`side_by_side` allows, else one after
+    another, each with all of `threads`."""
     from gpuan.trace.ranks import ranked_files
+    from gpuan.trace.threads import files_side_by_side
 
     ranked = ranked_files(directory)
-    traces = [
-        _load(f.path, rank=f.rank, use_cache=use_cache, progress=progress, gpu=gpu, projection=projection)
+    reads = [
+        lambda each, f=f: _load(
+            f.path, rank=f.rank, use_cache=use_cache, progress=progress, gpu=gpu, projection=projection, threads=each
+        )
         for f in ranked
     ]
+    together = side_by_side([f.path for f in ranked], gpu=gpu)
+    traces = files_side_by_side(reads, threads) if together else [read(threads) for read in reads]
     return merge_ranks(traces, [f.rank for f in ranked], source=str(directory))
+
+
+def side_by_side(paths: list[Path], *, gpu: bool) -> bool:
+    """Return whether the files `paths` of a run may be read side by side, on threads: not for the GPU (one
+    device, whose memory one file's read may fill) nor for OTF2 archives (the OTF2 library takes the
+    process's stderr while it reads, to keep its own messages out of it)."""
+    from gpuan.trace.otf2 import anchor_of
+
+    return not gpu and not any(anchor_of(p) is not None for p in paths)
 
 
 def merge_ranks(traces: list[Trace], ranks: list[int], source: str) -> Trace:

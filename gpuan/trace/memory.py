@@ -4,6 +4,8 @@ Ingest preallocates columns for an upper bound of rows and relies on untouched p
 numpy's huge-page advice (2 MB pages) would defeat that, so it is switched off for the duration of a
 read. glibc keeps freed medium-sized buffers in its heap; the read asks it to map buffers of 256 KB and
 more instead, a process-wide setting that stays (glibc cannot be put back to its adaptive default).
+numpy's advice is process-wide too, and files of a run are read side by side: while any thread builds a
+table it is on, else while any thread reads it is off, else as it was.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import mmap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -56,17 +59,30 @@ def huge_pages() -> Iterator[None]:
         yield
 
 
+_ADVICE_LOCK = threading.Lock()
+_inside = {True: 0, False: 0}  # the blocks open in any thread that want the advice on, off
+_before: list[bool] = []  # numpy's advice before the first of the blocks open
+
+
 @contextmanager
 def _numpy_huge_pages(on: bool) -> Iterator[None]:
-    """Within the block, numpy's huge-page advice for its large allocations is `on`; then as it was."""
-    previous = _get_madvise_hugepage() if _get_madvise_hugepage else None
-    if _set_madvise_hugepage:
-        _set_madvise_hugepage(on)
+    """Within the block, numpy's huge-page advice for its large allocations is `on` (on wins over off where
+    threads want both); once no block is open in any thread, as it was before."""
+    if not _set_madvise_hugepage:
+        yield
+        return
+    with _ADVICE_LOCK:
+        if not _inside[True] and not _inside[False]:
+            _before[:] = [bool(_get_madvise_hugepage())]
+        _inside[on] += 1
+        _set_madvise_hugepage(bool(_inside[True]))
     try:
         yield
     finally:
-        if _set_madvise_hugepage and previous is not None:
-            _set_madvise_hugepage(previous)
+        with _ADVICE_LOCK:
+            _inside[on] -= 1
+            open_blocks = _inside[True] or _inside[False]
+            _set_madvise_hugepage(bool(_inside[True]) if open_blocks else _before[0])
 
 
 _MADV_WILLNEED = 3

@@ -20,10 +20,16 @@ def scanner_is_compiled() -> bool:
 
 
 def read_kineto(
-    path: str, *, rank: int | None = None, progress: Callable[[int, int], None] | None = None, gpu: bool = False
+    path: str,
+    *,
+    rank: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    gpu: bool = False,
+    threads: int | None = None,
 ) -> Trace:
-    """Return the Trace of one Kineto / Chrome-trace JSON file (plain or gzip). With `gpu`, the JSON is
-    parsed on the GPU (CuPy and numba-CUDA; the same table), where it is a trace the GPU path takes whole."""
+    """Return the Trace of one Kineto / Chrome-trace JSON file (plain or gzip), read on `threads` threads
+    (None: :func:`gpuan.trace.threads.thread_count`). With `gpu`, the JSON is parsed on the GPU (CuPy and
+    numba-CUDA; the same table), where it is a trace the GPU path takes whole."""
     with lean_memory():
         raw = None
         if gpu:
@@ -33,8 +39,8 @@ def read_kineto(
 
             raw = scan_file_gpu(str(path), cupy)
         if raw is None:
-            raw = scan_file(path, progress=progress)
+            raw = scan_file(path, threads=threads, progress=progress)
         # the table's columns are written whole: on the 1 GB gen trace 136k -> 58k page faults, the build's
         # system time 0.47-0.54 -> 0.35-0.38 s, its peak RSS the same
         with huge_pages():
-            return build_trace(raw, source=str(path), rank=rank)
+            return build_trace(raw, source=str(path), rank=rank, threads=threads)

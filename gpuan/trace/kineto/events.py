@@ -55,7 +55,7 @@ class _Events:
     cat_strings: list[str]
     kind: np.ndarray
 
-    def permute(self, order: np.ndarray, name: np.ndarray) -> np.ndarray:
+    def permute(self, order: np.ndarray, name: np.ndarray, threads: int | None) -> np.ndarray:
         """Put the columns in the table's row order, each in its own memory; return the event names' column
         (string ids, in file order) put in that order too. The gathers run side by side: 69 -> 41 ms on the
         1 GB gen trace at 2 threads (settling and ordering beside other work were slower there, not faster:
@@ -63,7 +63,7 @@ class _Events:
         back, so as many columns as there are threads are copied at once (two int64 columns, 16 bytes a
         row, at 2 threads; all seven, 41 bytes a row, at 7 or more)."""
         columns = (self.kind, self.cat, self.pid, self.tid, self.ts, self.dur, name)
-        permuted = side_by_side([lambda a=a: _permute(a, order) for a in columns], order.size)
+        permuted = side_by_side([lambda a=a: _permute(a, order) for a in columns], order.size, threads)
         self.kind, self.cat, self.pid, self.tid, self.ts, self.dur, name = permuted
         return name
 
@@ -124,9 +124,12 @@ class WholeFile:
     ids_named: dict[int, str] = field(default_factory=dict)  # synthetic pid/tid ids, filled part by part
 
 
-def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: WholeFile | None = None) -> Trace:
+def build_trace(
+    raw: RawTrace, source: str, rank: int | None = None, whole: WholeFile | None = None, threads: int | None = None
+) -> Trace:
     """Return the Trace for the scanned rows of one Kineto file, or of a part of one (`whole`: what the
-    part's rows depend on in the rest of the file).
+    part's rows depend on in the rest of the file); a large table's columns are made on `threads` threads
+    (None: :func:`gpuan.trace.threads.thread_count`).
 
     Rows come out grouped by kind and in time order within each kind (file order breaks ties), so the
     same events give the same table whatever their order in the file, a kind is a contiguous slice, and
@@ -151,7 +154,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
         rocm, memory_gpus, launches = whole.rocm, whole.memory_gpus, whole.work_item_launches
     for a in (*mem_ids, *mem_types):
         release(a)
-    name = events.permute(order, raw.columns.pop("name"))
+    name = events.permute(order, raw.columns.pop("name"), threads)
     shape = _distributed_shape(file_meta)
     agents = whole.agents if whole is not None else None
     base = whole.base if whole is not None else _base_time(events.ts, raw.flows.get("ts"))
@@ -165,7 +168,7 @@ def build_trace(raw: RawTrace, source: str, rank: int | None = None, whole: Whol
         "arg_kind", lambda r, v: _memcpy_kinds(name, (r, v), events.kind, strings)
     )
     makers.update(_argument_columns(fields, strings))
-    cols = dict(zip(makers, side_by_side(list(makers.values()), fields.n)))
+    cols = dict(zip(makers, side_by_side(list(makers.values()), fields.n, threads)))
     release(name)  # the dictionary column holds its own codes
     if rank is not None:
         # np.zeros pages stay untouched for rank 0, the common single-file case

@@ -188,7 +188,7 @@ def part_traces(
         for raw in parts:
             meta_rows += raw.process_meta
             last, strings = raw.last, raw.strings
-            trace = build_trace(raw, source=str(path), rank=rank, whole=whole)
+            trace = build_trace(raw, source=str(path), rank=rank, whole=whole, threads=threads)
             agents_note = trace.metadata.get("device_agents", agents_note)
             if last:
                 trace.metadata.update(_process_names(meta_rows, strings, whole.ids_named))

@@ -60,6 +60,9 @@ def _cpu_seconds() -> float:
 def child(path: str, run: str) -> None:
     """Time `path` over the run directory `run` (first and warm call) and emit the result."""
     import gpuan
+    from gpuan.jit_cache import lighter_numba_start
+
+    lighter_numba_start()  # as the command line does before it loads numba code (bench/ingest.py does too)
 
     if path == "simdjson":
         import simdjson
@@ -189,8 +192,9 @@ def report(args: argparse.Namespace, results: list[tuple[str, Path, int, dict]],
         "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
         f"- command: `python bench/run_read.py {' '.join(sys.argv[1:])}`",
         f"- method: every row is {args.runs} fresh Python processes; 'first' is the first call in a process (after "
-        "`import gpuan`; numba's cache on disk), 'warm' the second call in the same process: medians, then the "
-        "first calls' min-max. Never a best of N. MB/s over the run's uncompressed JSON, from the warm median.",
+        "`import gpuan` and numba's lighter start as the command line makes it; numba's cache on disk), 'warm' the "
+        "second call in the same process: medians, then the first calls' min-max. Never a best of N. MB/s over the "
+        "run's uncompressed JSON, from the warm median.",
         "",
     ]
     for name, run, size, res in results:

@@ -117,6 +117,23 @@ def test_a_truncated_rank_file_stops_every_process(command, tmp_path, data_dir):
     assert [p.name for p in out.iterdir()] == []
 
 
+def test_of_two_bad_ranks_of_one_process_the_lower_is_named(tmp_path, data_dir):
+    """Process 1 of 2 owns ranks 1 and 3 and reads them side by side; rank 3, cut shorter, fails first, but
+    the error every process reports is rank 1's, as one process reading the ranks in order meets it."""
+    run = tmp_path / "run"
+    shutil.copytree(data_dir / GLOO, run)
+    for r, keep in ((1, 4000), (3, 300)):
+        f = run / f"rank{r}.json.gz"
+        f.write_bytes(f.read_bytes()[:keep])
+    out = tmp_path / "out"
+    out.mkdir()
+    alone, dealt = _run(["info", str(run)], None, out), _run(["info", str(run)], 2, out)
+    assert dealt.returncode == alone.returncode == 2
+    lines = dealt.stderr.decode().splitlines()
+    assert len(lines) == 1 and "rank1.json.gz" in lines[0], lines
+    assert dealt.stderr == alone.stderr and dealt.stdout == b""
+
+
 def test_partial_tables_and_dictionaries_cross_whole():
     script = Path(__file__).parent / "mpi" / "gather_parts.py"
     p = subprocess.run([MPIEXEC, "-n", "3", sys.executable, str(script)], capture_output=True, text=True, timeout=300)

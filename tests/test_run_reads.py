@@ -10,7 +10,7 @@ import time
 import pytest
 
 import gpuan
-from gpuan.errors import TraceError
+from gpuan.errors import TraceError, UsageError
 from gpuan.trace import kineto
 from gpuan.trace.threads import files_side_by_side
 
@@ -38,17 +38,37 @@ def _recording(log: list, running: list, peak: list, pause: float = 0.02):
 
 
 @pytest.mark.parametrize(
-    "threads, reads, at_once, each",
-    [(1, 3, 1, 1), (2, 5, 2, 1), (3, 5, 3, 1), (4, 2, 2, 2), (5, 2, 2, 2), (2, 1, 1, 2)],
-)
-def test_reads_share_the_threads_and_return_in_order(threads, reads, at_once, each):
+    "threads, reads, at_once, given",
+    [(1, 3, 1, {1}), (2, 5, 2, {1}), (3, 5, 3, {1}), (4, 2, 2, {2}), (3, 2, 2, {2, 1}), (5, 2, 2, {3, 2}),
+     (2, 1, 1, {2})],
+)  # fmt: skip
+def test_reads_share_the_threads_and_return_in_order(threads, reads, at_once, given):
     log, running, peak = [], [], [0]
     make = _recording(log, running, peak)
     assert files_side_by_side([make(i) for i in range(reads)], threads) == [i * i for i in range(reads)]
     assert peak[0] == at_once
-    assert {t for _, t, _ in log} == {each}
+    assert {t for _, t, _ in log} == given
     on_pool = {name.startswith("gpuan-files") for _, _, name in log}
     assert on_pool == ({True} if at_once > 1 else {False})
+
+
+def test_one_at_a_time_gives_each_read_every_thread_and_stops_at_a_failure():
+    log, running, peak = [], [], [0]
+    make = _recording(log, running, peak, pause=0)
+
+    def bad(threads: int) -> None:
+        raise TraceError("rank1.json", "bad")
+
+    with pytest.raises(TraceError, match="bad"):
+        files_side_by_side([make(0), bad, make(2)], 4, one_at_a_time=True)
+    assert [(i, t) for i, t, _ in log] == [(0, 4)] and peak[0] == 1
+    assert log[0][2] == threading.current_thread().name
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, "2", True])
+def test_a_bad_thread_count_is_a_usage_error(data_dir, threads):
+    with pytest.raises(UsageError, match="threads: must be a whole number of at least 1"):
+        gpuan.load(data_dir / "kineto" / RUNS[1], threads=threads)
 
 
 def test_the_first_error_in_order_is_raised_not_the_first_in_time():
@@ -139,3 +159,57 @@ def test_huge_page_advice_is_on_while_any_thread_builds():
             building.clear()
             read_done.clear()
             _set_madvise_hugepage(original)
+
+
+def test_arrow_pool_is_put_back_once_the_last_parquet_read_ends():
+    """Arrow's default memory pool is process-wide: a Parquet read that started first and ends first leaves
+    the other read on jemalloc, and the pool from before is back once both have ended."""
+    import pyarrow as pa
+
+    from gpuan.trace.parquet import _steady_memory_pool
+
+    try:
+        jemalloc = pa.jemalloc_memory_pool().backend_name
+    except (NotImplementedError, pa.ArrowNotImplementedError):
+        pytest.skip("this pyarrow has no jemalloc pool")
+    original = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())  # a pool other than jemalloc before the reads
+    first_in, second_in, first_out, seen = threading.Event(), threading.Event(), threading.Event(), {}
+
+    def first_read() -> None:
+        with _steady_memory_pool():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    try:
+        t = threading.Thread(target=first_read)
+        t.start()
+        first_in.wait(5)
+        with _steady_memory_pool():
+            second_in.set()
+            first_out.wait(5)
+            seen["second read, after the first ended"] = pa.default_memory_pool().backend_name
+        t.join(5)
+        assert seen == {"second read, after the first ended": jemalloc}
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(original)
+
+
+def test_a_run_of_parquet_caches_reads_the_same_side_by_side(data_dir, tmp_path):
+    """Each rank's fresh Parquet cache is what a run's second load reads: side by side, the same trace as
+    one at a time, and Arrow's pool as it was."""
+    import pyarrow as pa
+
+    from gpuan.trace import parquet
+
+    run = tmp_path / "run"
+    shutil.copytree(data_dir / "kineto" / RUNS[1], run)
+    for f in sorted(run.iterdir()):
+        parquet.write(gpuan.load(f, use_cache=False), parquet.cache_path(f), source=f)
+    before = pa.default_memory_pool().backend_name
+    one, two = gpuan.load(run, threads=1), gpuan.load(run, threads=2)
+    assert two.events.equals(one.events) and two.flows.equals(one.flows) and two.metadata == one.metadata
+    assert one.events.equals(gpuan.load(run, use_cache=False).events)
+    assert pa.default_memory_pool().backend_name == before

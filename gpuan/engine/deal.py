@@ -54,27 +54,44 @@ def read_own(
 ) -> dict[int, Trace]:
     """Return the traces of the ranks dealt to this process (`owner`: :func:`owners`), by rank, in rank
     order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache`, `device` and
-    `projection`; side by side where one process's read of a run is: :func:`gpuan.trace.load.side_by_side`).
-    Raises the same TraceError on every process when any process cannot read one of its ranks."""
-    from gpuan.trace.load import side_by_side
+    `projection`; side by side where one process's read of a run is:
+    :func:`gpuan.trace.load.may_read_side_by_side`). Raises the same TraceError on every process when any
+    process cannot read one of its ranks."""
+    from gpuan.trace.load import may_read_side_by_side
     from gpuan.trace.threads import files_side_by_side
 
     own = [s for s in sources if owner[s.rank] == procs.rank]
-
-    def reader(source: RankSource) -> Callable[[int | None], Trace | TraceError]:
-        def read(threads: int | None) -> Trace | TraceError:
-            try:
-                return source.load(use_cache=use_cache, device=device, projection=projection, threads=threads)
-            except TraceError as e:
-                return e
-
-        return read
-
-    reads = [reader(s) for s in own]
-    together = side_by_side([s.path for s in own], gpu=device == "gpu")
-    read = files_side_by_side(reads) if together else [r(None) for r in reads]
-    # the lowest bad rank of each process is raised: the lowest of those is what one process would meet
-    # first, so the error does not depend on the number of processes
-    error, at = next(((r, s.rank) for s, r in zip(own, read) if isinstance(r, TraceError)), (None, -1))
+    alone = not may_read_side_by_side([s.path for s in own], gpu=device == "gpu")
+    traces: list[Trace] = []
+    error, at = None, -1
+    try:
+        traces = files_side_by_side([_reader(s, use_cache, device, projection) for s in own], one_at_a_time=alone)
+    except _RankError as e:
+        # the lowest bad rank of each process is raised (files_side_by_side raises the first in order): the
+        # lowest of those is what one process would meet first, so the error does not depend on the number
+        # of processes
+        error, at = e.error, e.rank
     procs.raise_together(error, at)
-    return {s.rank: r for s, r in zip(own, read)}
+    return {s.rank: t for s, t in zip(own, traces)}
+
+
+class _RankError(Exception):
+    """A rank's TraceError, with the rank."""
+
+    def __init__(self, rank: int, error: TraceError) -> None:
+        super().__init__(rank, error)
+        self.rank, self.error = rank, error
+
+
+def _reader(
+    source: RankSource, use_cache: bool, device: str | None, projection: Projection | None
+) -> Callable[[int], Trace]:
+    """Return the read of `source` on a given number of threads, whose TraceError names its rank."""
+
+    def read(threads: int) -> Trace:
+        try:
+            return source.load(use_cache=use_cache, device=device, projection=projection, threads=threads)
+        except TraceError as e:
+            raise _RankError(source.rank, e) from e
+
+    return read

@@ -69,6 +69,10 @@ def load(
     """
     if device not in (None, "cpu", "gpu"):
         raise UsageError(f"device: {device!r} is not one of cpu, gpu")
+    if threads is not None:
+        if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool) or threads < 1:
+            raise UsageError(f"threads: must be a whole number of at least 1, not {threads!r}")
+        threads = int(threads)
     if device != "gpu":
         return _load(
             Path(path), rank=rank, use_cache=use_cache, progress=progress, gpu=False, projection=projection,
@@ -176,7 +180,7 @@ def _load_rank_dir(
 ) -> Trace:
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column (each
     file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows), side by
-    side (:func:`gpuan.trace.threads.files_side_by_side`) where :func:`side_by_side` allows, else one after
+    side (:func:`gpuan.trace.threads.files_side_by_side`) where :func:`may_read_side_by_side`, else one after
     another, each with all of `threads`."""
     from gpuan.trace.ranks import ranked_files
     from gpuan.trace.threads import files_side_by_side
@@ -188,12 +192,12 @@ def _load_rank_dir(
         )
         for f in ranked
     ]
-    together = side_by_side([f.path for f in ranked], gpu=gpu)
-    traces = files_side_by_side(reads, threads) if together else [read(threads) for read in reads]
+    alone = not may_read_side_by_side([f.path for f in ranked], gpu=gpu)
+    traces = files_side_by_side(reads, threads, one_at_a_time=alone)
     return merge_ranks(traces, [f.rank for f in ranked], source=str(directory))
 
 
-def side_by_side(paths: list[Path], *, gpu: bool) -> bool:
+def may_read_side_by_side(paths: list[Path], *, gpu: bool) -> bool:
     """Return whether the files `paths` of a run may be read side by side, on threads: not for the GPU (one
     device, whose memory one file's read may fill) nor for OTF2 archives (the OTF2 library takes the
     process's stderr while it reads, to keep its own messages out of it)."""

@@ -60,29 +60,30 @@ def huge_pages() -> Iterator[None]:
 
 
 _ADVICE_LOCK = threading.Lock()
-_inside = {True: 0, False: 0}  # the blocks open in any thread that want the advice on, off
-_before: list[bool] = []  # numpy's advice before the first of the blocks open
+_advice = {True: 0, False: 0, "before": None}  # blocks open in any thread wanting it on, off; numpy's before
 
 
 @contextmanager
 def _numpy_huge_pages(on: bool) -> Iterator[None]:
-    """Within the block, numpy's huge-page advice for its large allocations is `on` (on wins over off where
-    threads want both); once no block is open in any thread, as it was before."""
+    """Within the block, numpy's huge-page advice for its large allocations is `on`; once no block is open
+    in any thread, as it was before. Where threads want both, on wins: a table built beside a scan keeps its
+    2 MB pages, and the scan's buffers allocated meanwhile (sized for more rows than it writes) cost at most
+    one 2 MB page beyond what is written, at the end each is written to, as their pages are touched in order."""
     if not _set_madvise_hugepage:
         yield
         return
     with _ADVICE_LOCK:
-        if not _inside[True] and not _inside[False]:
-            _before[:] = [bool(_get_madvise_hugepage())]
-        _inside[on] += 1
-        _set_madvise_hugepage(bool(_inside[True]))
+        if not _advice[True] and not _advice[False]:
+            _advice["before"] = bool(_get_madvise_hugepage())
+        _advice[on] += 1
+        _set_madvise_hugepage(bool(_advice[True]))
     try:
         yield
     finally:
         with _ADVICE_LOCK:
-            _inside[on] -= 1
-            open_blocks = _inside[True] or _inside[False]
-            _set_madvise_hugepage(bool(_inside[True]) if open_blocks else _before[0])
+            _advice[on] -= 1
+            open_blocks = _advice[True] or _advice[False]
+            _set_madvise_hugepage(bool(_advice[True]) if open_blocks else _advice["before"])
 
 
 _MADV_WILLNEED = 3

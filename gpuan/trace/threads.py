@@ -41,24 +41,27 @@ def side_by_side(calls: Sequence[Callable[[], T]], rows: int, threads: int | Non
         return list(pool.map(lambda call: call(), calls))
 
 
-def files_side_by_side(reads: Sequence[Callable[[int], T]], threads: int | None = None) -> list[T]:
+def files_side_by_side(
+    reads: Sequence[Callable[[int], T]], threads: int | None = None, *, one_at_a_time: bool = False
+) -> list[T]:
     """Return each read's result, in order. Up to `threads` (None: :func:`thread_count`) reads run at once,
-    each called with the number of threads it may use itself: the threads shared out evenly among the reads
-    running at once (two files at 2 threads: one each). Where reads raise, the exception of the first of
-    them (in order) is raised here, once the reads started have ended; reads not started by then are not.
+    each called with the number of threads it may use itself: the threads shared out among the reads running
+    at once (two files at 2 threads: one each; at 3 threads, 2 and 1). With `one_at_a_time`, they run one
+    after another in this thread, each with all the threads. Where reads raise, the exception of the first
+    of them (in order) is raised here, once the reads started have ended; reads not started are not run.
 
     For the files of a run: a file's read is only partly parallel (its table is built by one thread), so
-    two files read at once on one thread each beat two read one after the other on two threads each — the
-    28 real Kineto traces at 2 threads: 0.67-0.71 s against 0.81-0.84 s (1.05-1.07 s at one thread). Each
-    read running holds its own buffers: at most `threads` files' worth of reading at once."""
+    two files read at once on one thread each beat two read one after the other on two threads each (a
+    generated run of 4 x 64 MB at 2 threads: 0.76 s against 0.92 s, bench/run_read.py). Each read running
+    holds its own buffers: at most `threads` files' worth of reading at once."""
     threads = threads or thread_count()
-    at_once = min(threads, len(reads))
+    at_once = 1 if one_at_a_time else min(threads, len(reads))
     if at_once <= 1:
         return [read(threads) for read in reads]
-    each = max(1, threads // at_once)
+    share, spare = divmod(threads, at_once)
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="gpuan-files")
     try:
-        futures = [pool.submit(read, each) for read in reads]
+        futures = [pool.submit(read, share + (i % at_once < spare)) for i, read in enumerate(reads)]
         return [f.result() for f in futures]
     finally:
         # on an error (or Ctrl-C) the reads not started yet are dropped; those running end first

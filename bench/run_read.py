@@ -97,7 +97,13 @@ def child(path: str, run: str) -> None:
 
     cpu = _cpu_seconds()
     first, warms, rows = first_and_warm(call)
-    emit({"first_s": first, "warm_s": warms, "cpu_s": _cpu_seconds() - cpu, "rows": rows})
+    emit({"first_s": first, "warm_s": warms, "cpu_s": _cpu_seconds() - cpu, "rows": rows, "rss": _peak_rss()})
+
+
+def _peak_rss() -> int:
+    """Return this process's peak resident set size in bytes (VmHWM)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -194,17 +200,19 @@ def report(args: argparse.Namespace, results: list[tuple[str, Path, int, dict]],
         f"- method: every row is {args.runs} fresh Python processes; 'first' is the first call in a process (after "
         "`import gpuan` and numba's lighter start as the command line makes it; numba's cache on disk), 'warm' the "
         "second call in the same process: medians, then the first calls' min-max. Never a best of N. MB/s over the "
-        "run's uncompressed JSON, from the warm median.",
+        "run's uncompressed JSON, from the warm median. Peak RSS: the process's VmHWM (both calls, imports included).",
         "",
     ]
     for name, run, size, res in results:
         lines += [f"## {name}: {len(list(run.iterdir()))} files, {size / 1e6:.1f} MB of JSON", ""]
-        lines += ["| path | threads | warm s | first s (min-max) | MB/s (warm) | CPU s a process | rows |"]
-        lines += ["|---|---:|---:|---:|---:|---:|---:|"]
+        head = "| path | threads | warm s | first s (min-max) | MB/s (warm) | CPU s a process | peak RSS MB | rows |"
+        lines += [head]
+        lines += ["|---|---:|---:|---:|---:|---:|---:|---:|"]
         for (path, threads), rs in res.items():
             warm = median([w for r in rs for w in r["warm_s"]])
             cells = [LABELS[path], threads, f"{warm:.3f}", spread([r["first_s"] for r in rs]).cell(3)]
-            cells += [f"{size / 1e6 / warm:.0f}", f"{median([r['cpu_s'] for r in rs]):.2f}", f"{rs[0]['rows']:,}"]
+            cells += [f"{size / 1e6 / warm:.0f}", f"{median([r['cpu_s'] for r in rs]):.2f}"]
+            cells += [f"{median([r.get('rss', 0) for r in rs]) / 1e6:,.0f}", f"{rs[0]['rows']:,}"]
             lines.append("| " + " | ".join(cells) + " |")
 
         def warm_of(path: str, threads: str, res: dict = res) -> float | None:

@@ -4,6 +4,7 @@ Result whose tables open as pandas frames, the charts are written, and what it p
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,10 +72,15 @@ def test_the_readme_python_block_runs(tmp_path, capsys):
 
     readme = (TOUR.parents[1] / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
-    assert '"rank0.json.gz"' in code and ".show()" in code
-    code = code.replace('"rank0.json.gz"', repr(str(sample_trace_path(tmp_path))))
+    assert '"rank0.json.gz"' in code and '"run/"' in code and ".show()" in code
+    sample = sample_trace_path(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(sample, run / sample.name)  # a run of one rank
+    code = code.replace('"rank0.json.gz"', repr(str(sample))).replace('"run/"', repr(str(run)))
     code = code.replace(".show()", ".to_html(include_plotlyjs=False)")
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     assert scope["sol"].summary["modelled_share"] > 0.5 and scope["pred"].summary["speedup"] >= 1.0
+    assert scope["run"].events.num_rows == scope["trace"].events.num_rows
     assert "by layer type" in capsys.readouterr().out

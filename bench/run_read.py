@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers)
+from ingest import _peak_rss_bytes, git_commit, machine_info, save_report, versions  # noqa: E402  (shared helpers)
 from timing import checkout_commit, checkout_env, emit, first_and_warm, fresh_runs, median, spread  # noqa: E402
 
 HERE = Path(__file__).resolve()
@@ -97,13 +97,7 @@ def child(path: str, run: str) -> None:
 
     cpu = _cpu_seconds()
     first, warms, rows = first_and_warm(call)
-    emit({"first_s": first, "warm_s": warms, "cpu_s": _cpu_seconds() - cpu, "rows": rows, "rss": _peak_rss()})
-
-
-def _peak_rss() -> int:
-    """Return this process's peak resident set size in bytes (VmHWM)."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    emit({"first_s": first, "warm_s": warms, "cpu_s": _cpu_seconds() - cpu, "rows": rows, "rss": _peak_rss_bytes()})
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ import ctypes
 import ctypes.util
 import mmap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -59,31 +60,49 @@ def huge_pages() -> Iterator[None]:
         yield
 
 
-_ADVICE_LOCK = threading.Lock()
-_advice = {True: 0, False: 0, "before": None}  # blocks open in any thread wanting it on, off; numpy's before
+class SharedSetting:
+    """A process-wide setting that blocks in several threads ask for at once (a run's files are read side
+    by side): while any block is open, the setting is the value of highest priority among those the open
+    blocks asked for; once none is, the value from before the first of them."""
+
+    def __init__(self, get: Callable[[], Any], put: Callable[[Any], None]) -> None:
+        self._get, self._put = get, put
+        self._lock = threading.Lock()
+        self._open: list[tuple[int, Any]] = []  # (priority, value) of each block open
+        self._before: Any = None
+
+    @contextmanager
+    def asked(self, value: Any, priority: int = 0) -> Iterator[None]:
+        """Within the block, the setting is `value` unless a block open in another thread asked for a value
+        of higher priority."""
+        with self._lock:
+            if not self._open:
+                self._before = self._get()
+            self._open.append((priority, value))
+            self._put(max(self._open, key=lambda asked: asked[0])[1])
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._open.remove((priority, value))
+                self._put(max(self._open, key=lambda asked: asked[0])[1] if self._open else self._before)
+
+
+#: numpy's advice; where threads want both, on wins: a table built beside a scan keeps its 2 MB pages, and the
+#: scan's buffers allocated meanwhile (sized for more rows than it writes) cost at most one 2 MB page beyond
+#: what is written, at the end each is written to, as their pages are touched in order
+_NUMPY_ADVICE = SharedSetting(_get_madvise_hugepage, _set_madvise_hugepage) if _set_madvise_hugepage else None
 
 
 @contextmanager
 def _numpy_huge_pages(on: bool) -> Iterator[None]:
-    """Within the block, numpy's huge-page advice for its large allocations is `on`; once no block is open
-    in any thread, as it was before. Where threads want both, on wins: a table built beside a scan keeps its
-    2 MB pages, and the scan's buffers allocated meanwhile (sized for more rows than it writes) cost at most
-    one 2 MB page beyond what is written, at the end each is written to, as their pages are touched in order."""
-    if not _set_madvise_hugepage:
+    """Within the block, numpy's huge-page advice for its large allocations is `on` (on wins over another
+    thread's off); once no block is open in any thread, as it was before."""
+    if _NUMPY_ADVICE is None:
         yield
         return
-    with _ADVICE_LOCK:
-        if not _advice[True] and not _advice[False]:
-            _advice["before"] = bool(_get_madvise_hugepage())
-        _advice[on] += 1
-        _set_madvise_hugepage(bool(_advice[True]))
-    try:
+    with _NUMPY_ADVICE.asked(on, priority=int(on)):
         yield
-    finally:
-        with _ADVICE_LOCK:
-            _advice[on] -= 1
-            open_blocks = _advice[True] or _advice[False]
-            _set_madvise_hugepage(bool(_advice[True]) if open_blocks else _advice["before"])
 
 
 _MADV_WILLNEED = 3

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ import pyarrow.parquet as pq
 
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace.kinds import KINDS
+from gpuan.trace.memory import SharedSetting
 from gpuan.trace.projection import Projection
 from gpuan.trace.schema import FLOW_SCHEMA, SCHEMA
 from gpuan.trace.table import Trace, kind_mask, null_column
@@ -321,33 +321,21 @@ def _open(path: str | os.PathLike) -> pq.ParquetFile:
 _THRIFT_LIMIT = 2**31 - 1
 
 
-_POOL_LOCK = threading.Lock()
-_pool_users = {"open": 0, "before": None}  # blocks open in any thread; Arrow's default pool before the first
+_ARROW_POOL = SharedSetting(pa.default_memory_pool, pa.set_memory_pool)
 
 
 @contextmanager
 def _steady_memory_pool() -> Iterator[None]:
     """Decode with Arrow's jemalloc pool where pyarrow has it: measured here, a fresh process reads a
     1 GB trace's file in a steady 0.18 s with it and anywhere from 0.13 to 0.45 s with mimalloc. The pool is
-    process-wide and a run's files are read side by side: the first block open sets it, the last to close
-    puts the one before back."""
+    process-wide and a run's files are read side by side: the last block to close puts the one before back."""
     try:
         pool = pa.jemalloc_memory_pool()
     except (NotImplementedError, pa.ArrowNotImplementedError):
         yield
         return
-    with _POOL_LOCK:
-        if _pool_users["open"] == 0:
-            _pool_users["before"] = pa.default_memory_pool()
-            pa.set_memory_pool(pool)
-        _pool_users["open"] += 1
-    try:
+    with _ARROW_POOL.asked(pool):
         yield
-    finally:
-        with _POOL_LOCK:
-            _pool_users["open"] -= 1
-            if _pool_users["open"] == 0:
-                pa.set_memory_pool(_pool_users["before"])
 
 
 def _recorded_nulls(meta: dict, groups: int) -> list[set[str]] | None:

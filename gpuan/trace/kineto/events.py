@@ -18,6 +18,7 @@ from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto import scatter
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
+from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_each
 from gpuan.trace.launch_dims import WORK_ITEM_LAUNCHES, grids_in_workgroups
@@ -28,7 +29,6 @@ from gpuan.trace.table import (
     build_table,
     dict_column,
     int_column,
-    kind_time_order,
     sparse_column,
     used_codes,
 )
@@ -73,11 +73,10 @@ class _SparseFields:
     for different fields may run at once); each field's scan buffers are given back as soon as its column
     is built, which keeps the peak down."""
 
-    def __init__(self, sparse: dict[str, tuple[np.ndarray, np.ndarray]], order: np.ndarray, rows: int) -> None:
+    def __init__(self, sparse: dict[str, tuple[np.ndarray, np.ndarray]], new_row: np.ndarray, n: int) -> None:
         self.sparse = sparse
-        self.n = order.size
-        self.new_row = np.full(rows, -1, np.int64)
-        self.new_row[order] = np.arange(self.n)
+        self.n = n
+        self.new_row = new_row  # each file row's place in the table, -1 for a row left out
 
     def column(self, name: str, make: Callable[[np.ndarray, np.ndarray], pa.Array]) -> pa.Array:
         """Return make(rows, values) of field `name` in the new row order (rows dropped from the table left out)."""
@@ -139,8 +138,8 @@ def build_trace(
     meta = _trace_metadata(file_meta, source)
     ids_named: dict[int, str] = whole.ids_named if whole is not None else {}
     events = _settle_events(raw, source, ids_named, whole)
-    order = kind_time_order(events.kind, events.ts, events.keep)
-    fields = _SparseFields(raw.sparse, order, raw.length)
+    order, new_row = table_order(events.kind, events.ts, events.keep)
+    fields = _SparseFields(raw.sparse, new_row, order.size)
     mem_ids, mem_types = raw.sparse.pop("mem_device"), raw.sparse.pop("mem_device_type")
     if whole is None:
         rocm = _is_rocm(file_meta, events.kind, raw.columns["name"], strings)

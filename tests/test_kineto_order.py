@@ -1,0 +1,64 @@
+"""The Kineto build's compiled row order against the table's numpy one (`kind_time_order`), which the other
+readers use: the same order, and each file row's place in it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import kineto_files
+
+from gpuan.trace.kineto.events import _settle_events
+from gpuan.trace.kineto.order import table_order
+from gpuan.trace.kineto.reader import scan_file
+from gpuan.trace.table import NULL64, kind_time_order
+
+
+def reference(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    order = kind_time_order(kind, ts, keep)
+    new_row = np.full(kind.size, -1, np.int64)
+    new_row[order] = np.arange(order.size)
+    return order, new_row
+
+
+def assert_same(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None) -> None:
+    order, new_row = table_order(kind, ts, keep)
+    want_order, want_new_row = reference(kind, ts, keep)
+    np.testing.assert_array_equal(order, want_order)
+    np.testing.assert_array_equal(new_row, want_new_row)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_columns(seed):
+    """Kinds interleaved, times with ties, missing times and kinds out of order, some rows dropped."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    kind = rng.integers(0, 11, n).astype(np.int8)
+    ts = np.sort(rng.integers(0, n // 3 + 2, n)).astype(np.int64)  # ties
+    if seed % 2:
+        swap = rng.integers(0, n, n // 10)
+        ts[swap] = rng.integers(0, n, swap.size)  # some kinds out of order
+    ts[rng.random(n) < 0.05] = NULL64
+    keep = None if seed % 3 == 0 else rng.random(n) < 0.9
+    assert_same(kind, ts, keep)
+
+
+def test_edges():
+    """No rows; every row dropped; one kind in time order; one kind reversed, with missing times."""
+    empty = np.empty(0, np.int64)
+    assert_same(np.empty(0, np.int8), empty, None)
+    kind = np.array([3, 1, 3, 1], np.int8)
+    ts = np.array([4, 3, 2, 1], np.int64)
+    assert_same(kind, ts, np.zeros(4, bool))
+    assert_same(np.zeros(5, np.int8), np.arange(5, dtype=np.int64), None)
+    assert_same(np.zeros(5, np.int8), np.array([5, NULL64, 3, NULL64, 1], np.int64), None)
+    order, new_row = table_order(kind, ts, np.array([True, False, True, True]))
+    assert order.tolist() == [3, 2, 0] and new_row.tolist() == [2, -1, 1, 0]
+
+
+@pytest.mark.parametrize("name", kineto_files() or ["<no data>"])
+def test_real_traces(name, data_dir):
+    """The columns of every real trace, as the build settles them (B/E pairs dropped where there are any)."""
+    path = data_dir / "kineto" / name
+    raw = scan_file(str(path), threads=1)
+    events = _settle_events(raw, str(path), {})
+    assert_same(events.kind, events.ts, events.keep)

@@ -12,6 +12,7 @@ import pytest
 import gpuan
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace import kineto
+from gpuan.trace.kineto import reader
 from gpuan.trace.threads import files_side_by_side
 
 RUNS = ("dlrm_8rank_nccl", "cpu_ddp_gloo_4rank_slow_rank1_step2")
@@ -81,6 +82,44 @@ def test_the_first_error_in_order_is_raised_not_the_first_in_time():
 
     with pytest.raises(TraceError, match="first in order"):
         files_side_by_side([late_failure, early_failure, lambda threads: 2], 2)
+
+
+@pytest.fixture(scope="module")
+def large_rank(tmp_path_factory):
+    """A Kineto file of about 70 MB: several of the reader's blocks (reader.BLOCK_BYTES)."""
+    path = tmp_path_factory.mktemp("large") / "rank1.json"
+    event = '{"ph": "X", "cat": "kernel", "name": "k%d", "pid": 0, "tid": 7, "ts": %d, "dur": 1, "args": {"stream": 7}}'
+    with open(path, "w") as f:
+        f.write('{"traceEvents": [\n')
+        f.write(",\n".join(event % (i % 97, 10 * i) for i in range(650_000)))
+        f.write("\n]}\n")
+    assert path.stat().st_size > 4 * reader.BLOCK_BYTES
+    return path
+
+
+@pytest.mark.parametrize("stopper", [TraceError("rank0.json", "first in order"), KeyboardInterrupt()])
+def test_reads_running_beside_a_failure_or_ctrl_c_stop_within_a_block(large_rank, stopper):
+    """Once a read fails, the reads after it running beside it are not wanted: they stop at their next block,
+    not at their file's end. Ctrl-C (KeyboardInterrupt, in the thread that waits for the reads) stops
+    every read running."""
+    reported, scanning = [], threading.Event()
+
+    def progress(done: int, total: int) -> None:
+        reported.append((done, total))
+        scanning.set()
+
+    def first(threads: int) -> None:
+        assert scanning.wait(30)  # the large file's first block is scanned
+        raise stopper
+
+    def large(threads: int):
+        return kineto.read_kineto(str(large_rank), threads=threads, progress=progress)
+
+    with pytest.raises(type(stopper)):
+        files_side_by_side([first, large], 2)
+    done, total = reported[-1]
+    assert done < total, "the large file was read to its end"
+    assert len(files_side_by_side([lambda t: 1, large], 2)[1].events) == 650_000  # read alone, it reads whole
 
 
 @pytest.mark.parametrize("run", RUNS)

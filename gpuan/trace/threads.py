@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from typing import TypeVar
 
 from gpuan.errors import UsageError
@@ -13,6 +15,22 @@ T = TypeVar("T")
 
 #: work over tables of at least this many rows is handed to threads (see :func:`side_by_side`)
 PARALLEL_ROWS = 1 << 20
+
+#: the stop of the reads beside this one, in a thread that :func:`files_side_by_side` runs a read in
+_STOP: ContextVar[threading.Event | None] = ContextVar("gpuan_stop", default=None)
+
+
+class ReadStopped(Exception):
+    """A read given up because the reads beside it were stopped: Ctrl-C, or a failure that is reported
+    in its place (see :func:`files_side_by_side`)."""
+
+
+def check_stop() -> None:
+    """Raise :class:`ReadStopped` if this thread runs a read of :func:`files_side_by_side` that was asked to
+    stop; elsewhere a no-op. Long reads call it between blocks."""
+    stop = _STOP.get()
+    if stop is not None and stop.is_set():
+        raise ReadStopped()
 
 
 def thread_count() -> int:
@@ -48,7 +66,9 @@ def files_side_by_side(
     each called with the number of threads it may use itself: the threads shared out among the reads running
     at once (two files at 2 threads: one each; at 3 threads, 2 and 1). With `one_at_a_time`, they run one
     after another in this thread, each with all the threads. Where reads raise, the exception of the first
-    of them (in order) is raised here, once the reads started have ended; reads not started are not run.
+    of them (in order) is raised here, once the reads started have ended; reads not started are not run,
+    and those running that come after it stop at their next :func:`check_stop`. On Ctrl-C (or any other
+    exception in this thread), every read running stops there.
 
     For the files of a run: a file's read is only partly parallel (its table is built by one thread), so
     two files read at once on one thread each beat two read one after the other on two threads each (a
@@ -59,10 +79,24 @@ def files_side_by_side(
     if at_once <= 1:
         return [read(threads) for read in reads]
     share, spare = divmod(threads, at_once)
+    stop = threading.Event()
+
+    def run(read: Callable[[int], T], given: int) -> T:
+        token = _STOP.set(stop)
+        try:
+            return read(given)
+        finally:
+            _STOP.reset(token)
+
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="gpuan-files")
     try:
-        futures = [pool.submit(read, share + (i % at_once < spare)) for i, read in enumerate(reads)]
+        futures = [pool.submit(run, read, share + (i % at_once < spare)) for i, read in enumerate(reads)]
+        # the reads before a failure have ended well by the time it is raised here, so what is still running
+        # comes after it in order: its result and its errors are not wanted
         return [f.result() for f in futures]
+    except BaseException:
+        stop.set()
+        raise
     finally:
-        # on an error (or Ctrl-C) the reads not started yet are dropped; those running end first
+        # the reads not started are dropped; those running stop at their next check, and end before this returns
         pool.shutdown(wait=True, cancel_futures=True)

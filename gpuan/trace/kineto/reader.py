@@ -33,7 +33,7 @@ from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
-from gpuan.trace.threads import thread_count
+from gpuan.trace.threads import check_stop, thread_count
 
 BLOCK_BYTES = 16 << 20
 # a compressed file's first block: its scan waits for its inflate (16 MB: 11 ms), so blocks start small and
@@ -408,6 +408,7 @@ def scan_parts(
         drained = 0  # events, flows and metadata events drained into earlier parts
         try:
             while True:
+                check_stop()  # a read beside others that were stopped (Ctrl-C) ends here, within a block
                 # the scanner releases the GIL: the next block is read and queued, so that the threads go on
                 # to it without a pause, and the block's chunks are drained as they are scanned
                 reads.give_back()

@@ -18,6 +18,7 @@ from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto import scatter
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
+from gpuan.trace.kineto.kinds import codes_and_kinds
 from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_each
@@ -192,8 +193,7 @@ def _settle_events(raw: RawTrace, source: str, ids_named: dict[int, str], whole:
     check_complete_events(ts := c.pop("ts"), dur := c.pop("dur"), ph, source, raw.first_row, whole is None)
     paired = None if whole is None else (whole.begins, whole.durations, raw.first_row)
     ts, dur, keep = _complete_durations(ts, dur, ph, pid, tid, paired)
-    cat, cat_strings, kind = _categories(raw_cat, strings)
-    _steps_as_ranges(kind, c["name"], strings)
+    cat, cat_strings, kind = _categories(raw_cat, strings, c["name"])
     release(ph)
     release(raw_cat)
     return _Events(pid, tid, ts, dur, keep, cat, cat_strings, kind)
@@ -306,27 +306,25 @@ def _rebase(ts: np.ndarray, base: int) -> np.ndarray:
     return ts
 
 
-def _steps_as_ranges(kind: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> None:
-    """Make the profiler's step ranges (``ProfilerStep#N``) annotations, in place, whatever their category:
-    PyTorch 1.x wrote them as operators (category ``Operator``), later versions as ``user_annotation``.
-    As operators they would be the top-level op of everything inside them."""
-    steps = [i for i, s in enumerate(strings) if s.startswith("ProfilerStep#")]
-    if not steps:
-        return
-    ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
-    kind[ops[_code_set(steps, len(strings) + 1)[name_ids[ops]]]] = KIND_CODE["annotation"]  # -1: the last slot
-
-
-def _categories(cat_ids: np.ndarray, strings: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Return (normalised category codes, their strings, kind codes), computed once per distinct string."""
+def _categories(
+    cat_ids: np.ndarray, strings: list[str], name_ids: np.ndarray | None = None
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Return (normalised category codes, their strings, kind codes), each normalisation done once per
+    distinct string. With `name_ids`, the profiler's step ranges (``ProfilerStep#N``) are annotations
+    whatever their category: PyTorch 1.x wrote them as operators (category ``Operator``), later versions as
+    ``user_annotation``; as operators they would be the top-level op of everything inside them."""
     norm_index: dict[str, int] = {}
     # the last slot of each map is for null (-1) codes
     cat_map = np.full(len(strings) + 1, -1, np.int32)
     for i in used_codes(cat_ids, len(strings)).tolist():
         cat_map[i] = norm_index.setdefault(normalise_category(strings[i]), len(norm_index))
     kind_map = np.append(kind_codes(norm_index), np.int8(KIND_CODE["other"]))  # null category: other
-    cats = cat_map[cat_ids]
-    return cats, list(norm_index), kind_map[cats]
+    steps = None
+    if name_ids is not None:
+        step_ids = [i for i, s in enumerate(strings) if s.startswith("ProfilerStep#")]
+        steps = _code_set(step_ids, len(strings) + 1) if step_ids else None  # the last slot: null names
+    cats, kinds = codes_and_kinds(cat_ids, cat_map, kind_map, name_ids, steps)
+    return cats, list(norm_index), kinds
 
 
 def _is_rocm(file_meta: dict, kind: np.ndarray, name_ids: np.ndarray, strings: list[str]) -> bool:

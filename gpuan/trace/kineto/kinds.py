@@ -13,21 +13,21 @@ from numba import njit
 from gpuan.trace.kinds import KIND_CODE
 
 _JIT = {"cache": True, "nogil": True, "_nrt": False}
-_CPU_OP, _ANNOTATION = KIND_CODE["cpu_op"], KIND_CODE["annotation"]
 
 
 @njit(**_JIT)
-def _codes_and_kinds(cat_ids, cat_map, kind_map, name_ids, steps, cats, kinds):
+def _codes_and_kinds(cat_ids, cat_map, kind_map, name_ids, steps, op, annotation, cats, kinds):
     """Write cats[i] = cat_map[cat_ids[i]] and kinds[i] = kind_map[cats[i]] (a null code, -1, reads a map's
-    last slot); with `steps` (a mark per name id, its last slot for null names), an operator whose name is
-    marked is an annotation."""
+    last slot); with `steps` (a mark per name id, its last slot for null names), an event of kind `op` whose
+    name is marked gets kind `annotation`. (The kind codes are arguments, not globals: numba's cache would
+    keep a global's value from the compile even after gpuan/trace/kinds.py changed.)"""
     with_steps = steps.shape[0] > 0
     for i in range(cat_ids.shape[0]):
         c = cat_map[cat_ids[i]]
         cats[i] = c
         k = kind_map[c]
-        if with_steps and k == _CPU_OP and steps[name_ids[i]]:
-            k = _ANNOTATION
+        if with_steps and k == op and steps[name_ids[i]]:
+            k = annotation
         kinds[i] = k
 
 
@@ -46,5 +46,5 @@ def codes_and_kinds(
     if steps is None or name_ids is None:
         name_ids, steps = np.empty(0, np.int32), np.empty(0, np.bool_)
     _codes_and_kinds(cat_ids, cat_map.astype(np.int32, copy=False), kind_map.astype(np.int8, copy=False),
-                     name_ids, steps, cats, kinds)  # fmt: skip
+                     name_ids, steps, KIND_CODE["cpu_op"], KIND_CODE["annotation"], cats, kinds)  # fmt: skip
     return cats, kinds

@@ -1,5 +1,6 @@
-"""The Kineto build's compiled row order against the table's numpy one (`kind_time_order`), which the other
-readers use: the same order, and each file row's place in it."""
+"""The Kineto build's compiled passes against numpy doing the same: the row order against the table's
+`kind_time_order` (which the other readers use), with each file row's place in it; the category codes and
+kinds against numpy's gathers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import numpy as np
 import pytest
 from conftest import kineto_files
 
+from gpuan.trace.kinds import KIND_CODE
 from gpuan.trace.kineto.events import _settle_events
+from gpuan.trace.kineto.kinds import codes_and_kinds
 from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import scan_file
 from gpuan.trace.table import NULL64, kind_time_order
@@ -62,3 +65,27 @@ def test_real_traces(name, data_dir):
     raw = scan_file(str(path), threads=1)
     events = _settle_events(raw, str(path), {})
     assert_same(events.kind, events.ts, events.keep)
+
+
+@pytest.mark.parametrize("with_steps", [False, True])
+def test_codes_and_kinds_as_numpy_gathers(with_steps):
+    """Null category codes (-1) read the maps' last slots, null names the steps' last slot; with steps, only
+    operators named as steps become annotations."""
+    rng = np.random.default_rng(3)
+    strings, n = 50, 20_000
+    cat_ids = rng.integers(-1, strings, n).astype(np.int32)
+    name_ids = rng.integers(-1, strings, n).astype(np.int32)
+    cat_map = np.append(rng.integers(-1, 6, strings), -1).astype(np.int32)
+    six = [KIND_CODE[k] for k in ("cpu_op", "kernel", "runtime", "annotation", "cpu_op", "memcpy")]
+    kind_map = np.array([*six, KIND_CODE["other"]], np.int8)
+    steps = np.zeros(strings + 1, bool)
+    steps[rng.integers(0, strings, 5)] = True
+    steps[-1] = True  # the null names' slot: set here (never in the build) to see that it is read as numpy reads it
+    cats, kinds = codes_and_kinds(cat_ids, cat_map, kind_map, name_ids, steps if with_steps else None)
+    want_kinds = kind_map[cat_map[cat_ids]]
+    ops = want_kinds == KIND_CODE["cpu_op"]
+    if with_steps:
+        want_kinds = np.where(ops & steps[name_ids], KIND_CODE["annotation"], want_kinds)
+    np.testing.assert_array_equal(cats, cat_map[cat_ids])
+    np.testing.assert_array_equal(kinds, want_kinds)
+    assert (cat_ids == -1).any() and (ops & steps[name_ids] & (name_ids == -1)).any() and (ops & ~steps[name_ids]).any()

@@ -84,7 +84,8 @@ def main() -> int:
     groups = {f"gen {args.size_mb} MB": [ensure_gen_trace(cache, args.size_mb)]}
     real = real_traces_dir()
     if real is not None:
-        groups[f"the {len(ensure_real(cache, real)[0])} real traces"] = ensure_real(cache, real)[0]
+        plain = ensure_real(cache, real)[0]
+        groups[f"the {len(plain)} real traces"] = plain
     baseline = Path(args.baseline).resolve() if args.baseline else None
     info, load_before = machine_info(), os.getloadavg()[0]
     rows = []

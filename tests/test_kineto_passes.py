@@ -9,8 +9,8 @@ import pytest
 from conftest import kineto_files
 
 from gpuan.trace.kinds import KIND_CODE
+from gpuan.trace.kineto.categories import codes_and_kinds
 from gpuan.trace.kineto.events import _settle_events
-from gpuan.trace.kineto.kinds import codes_and_kinds
 from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import scan_file
 from gpuan.trace.table import NULL64, kind_time_order
@@ -35,7 +35,7 @@ def test_generated_columns(seed):
     """Kinds interleaved, times with ties, missing times and kinds out of order, some rows dropped."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 5000))
-    kind = rng.integers(0, 11, n).astype(np.int8)
+    kind = rng.choice(np.array([-128, -1, 0, 3, 5, 10, 127]), n).astype(np.int8)  # both ends of int8
     ts = np.sort(rng.integers(0, n // 3 + 2, n)).astype(np.int64)  # ties
     if seed % 2:
         swap = rng.integers(0, n, n // 10)
@@ -43,6 +43,11 @@ def test_generated_columns(seed):
     ts[rng.random(n) < 0.05] = NULL64
     keep = None if seed % 3 == 0 else rng.random(n) < 0.9
     assert_same(kind, ts, keep)
+
+
+def test_kind_codes_must_be_int8():
+    with pytest.raises(TypeError, match="int8"):
+        table_order(np.zeros(3, np.int16), np.zeros(3, np.int64))
 
 
 def test_edges():
@@ -81,7 +86,7 @@ def test_codes_and_kinds_as_numpy_gathers(with_steps):
     steps = np.zeros(strings + 1, bool)
     steps[rng.integers(0, strings, 5)] = True
     steps[-1] = True  # the null names' slot: set here (never in the build) to see that it is read as numpy reads it
-    cats, kinds = codes_and_kinds(cat_ids, cat_map, kind_map, name_ids, steps if with_steps else None)
+    cats, kinds = codes_and_kinds(cat_ids, cat_map, kind_map, (name_ids, steps) if with_steps else None)
     want_kinds = kind_map[cat_map[cat_ids]]
     ops = want_kinds == KIND_CODE["cpu_op"]
     if with_steps:

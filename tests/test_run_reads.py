@@ -4,6 +4,7 @@ results and errors in rank order, and the same trace whatever the number of thre
 from __future__ import annotations
 
 import shutil
+import signal
 import threading
 import time
 
@@ -13,7 +14,7 @@ import gpuan
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace import kineto
 from gpuan.trace.kineto import reader
-from gpuan.trace.threads import files_side_by_side
+from gpuan.trace.threads import ReadStopped, check_stop, files_side_by_side
 
 RUNS = ("dlrm_8rank_nccl", "cpu_ddp_gloo_4rank_slow_rank1_step2")
 
@@ -97,29 +98,67 @@ def large_rank(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("stopper", [TraceError("rank0.json", "first in order"), KeyboardInterrupt()])
-def test_reads_running_beside_a_failure_or_ctrl_c_stop_within_a_block(large_rank, stopper):
-    """Once a read fails, the reads after it running beside it are not wanted: they stop at their next block,
-    not at their file's end. Ctrl-C (KeyboardInterrupt, in the thread that waits for the reads) stops
-    every read running."""
-    reported, scanning = [], threading.Event()
+def _large_read(path, stopped: list, scanning: threading.Event, signal_main: bool = False):
+    """Return a read of the large rank that, once its first block is scanned, waits in its progress report
+    until it is told to stop (then raises ReadStopped from there, noting it in `stopped`), for 30 s at most;
+    with `signal_main`, it first sends SIGINT to the main thread, as Ctrl-C does."""
 
     def progress(done: int, total: int) -> None:
-        reported.append((done, total))
+        if scanning.is_set():
+            return
         scanning.set()
+        if signal_main:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        for _ in range(3000):
+            try:
+                check_stop()
+            except ReadStopped:
+                stopped.append(done < total)
+                raise
+            time.sleep(0.01)
 
-    def first(threads: int) -> None:
-        assert scanning.wait(30)  # the large file's first block is scanned
-        raise stopper
+    return lambda threads: kineto.read_kineto(str(path), threads=threads, progress=progress)
 
-    def large(threads: int):
-        return kineto.read_kineto(str(large_rank), threads=threads, progress=progress)
 
-    with pytest.raises(type(stopper)):
-        files_side_by_side([first, large], 2)
-    done, total = reported[-1]
-    assert done < total, "the large file was read to its end"
-    assert len(files_side_by_side([lambda t: 1, large], 2)[1].events) == 650_000  # read alone, it reads whole
+def test_reads_after_a_failure_stop_at_once_and_those_before_it_run_on(large_rank):
+    """Read 1 fails while read 0 still runs: read 2, after it, is stopped at once (its result is not wanted,
+    whatever read 0 gives), read 0 is not, and read 1's error is raised once read 0 has ended."""
+    stopped, scanning, ended = [], threading.Event(), []
+
+    def still_running(threads: int) -> int:
+        assert scanning.wait(30)
+        for _ in range(3000):  # until read 2 has been stopped
+            if stopped:
+                break
+            check_stop()  # never raises: no read before this one failed
+            time.sleep(0.01)
+        ended.append(bool(stopped))
+        return 0
+
+    def failing(threads: int) -> None:
+        assert scanning.wait(30)
+        raise TraceError("rank1.json", "read 1")
+
+    large = _large_read(large_rank, stopped, scanning)
+    with pytest.raises(TraceError, match="read 1"):
+        files_side_by_side([still_running, failing, large], 3)
+    assert stopped == [True], "read 2 was not stopped within its file"
+    assert ended == [True], "read 2 was stopped only once read 0 had ended"
+
+
+def test_ctrl_c_stops_every_read_running(large_rank):
+    """SIGINT to the thread that waits for the reads (Ctrl-C) stops the reads running, the first in order
+    too, within a block; read whole, the same file gives every event."""
+    stopped, scanning = [], threading.Event()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # CI may start with SIGINT ignored
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            files_side_by_side([_large_read(large_rank, stopped, scanning, signal_main=True), lambda t: 1], 2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stopped == [True], "the read was not stopped within its file"
+    whole = files_side_by_side([lambda t: 1, lambda t: kineto.read_kineto(str(large_rank), threads=t)], 2)
+    assert len(whole[1].events) == 650_000
 
 
 @pytest.mark.parametrize("run", RUNS)

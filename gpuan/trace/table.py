@@ -118,7 +118,9 @@ def kind_mask(kind: pa.ChunkedArray | pa.Array, kinds: Sequence[str]) -> pa.Arra
 
 def kind_time_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
     """Return the row order of the event table: by kind code, then by time (missing times, given as the
-    int64 minimum, last), then by source position; rows where `keep` is False are left out."""
+    int64 minimum, last), then by source position; rows where `keep` is False are left out. (The Kineto
+    build finds the same order in compiled passes, :func:`gpuan.trace.kineto.order.table_order`; the
+    other readers keep this one, as they do not load numba.)"""
     order = np.argsort(kind, kind="stable")  # a radix sort for int8
     if keep is not None:
         order = order[keep[order]]

@@ -1,4 +1,5 @@
-"""How many threads a load uses; independent column work, and the files of a run, read side by side on them."""
+"""How many threads a load uses; independent column work, and the files of a run, read side by side on them
+(reads that are no longer wanted, after Ctrl-C or a failure before them, stop at their next check)."""
 
 from __future__ import annotations
 
@@ -16,20 +17,40 @@ T = TypeVar("T")
 #: work over tables of at least this many rows is handed to threads (see :func:`side_by_side`)
 PARALLEL_ROWS = 1 << 20
 
-#: the stop of the reads beside this one, in a thread that :func:`files_side_by_side` runs a read in
-_STOP: ContextVar[threading.Event | None] = ContextVar("gpuan_stop", default=None)
-
 
 class ReadStopped(Exception):
-    """A read given up because the reads beside it were stopped: Ctrl-C, or a failure that is reported
-    in its place (see :func:`files_side_by_side`)."""
+    """A read given up because its result is not wanted: Ctrl-C came, or a read before it in order failed
+    (see :func:`files_side_by_side`)."""
+
+
+class _Stop:
+    """What the reads of one :func:`files_side_by_side` call are told: all of them stop (Ctrl-C), or those
+    after the first read in order that failed."""
+
+    def __init__(self, reads: int) -> None:
+        self.lock = threading.Lock()
+        self.failed = reads  # the index of the first read in order that failed so far
+        self.everyone = False
+
+    def fail(self, index: int) -> None:
+        """Note that read `index` failed: the reads after it are no longer wanted."""
+        with self.lock:
+            self.failed = min(self.failed, index)
+
+    def stops(self, index: int) -> bool:
+        """Return whether read `index` is to stop."""
+        return self.everyone or index > self.failed
+
+
+#: in a thread that :func:`files_side_by_side` runs a read in: that call's stop, and the read's index
+_STOP: ContextVar[tuple[_Stop, int] | None] = ContextVar("gpuan_stop", default=None)
 
 
 def check_stop() -> None:
-    """Raise :class:`ReadStopped` if this thread runs a read of :func:`files_side_by_side` that was asked to
-    stop; elsewhere a no-op. Long reads call it between blocks."""
-    stop = _STOP.get()
-    if stop is not None and stop.is_set():
+    """Raise :class:`ReadStopped` if this thread runs a read of :func:`files_side_by_side` whose result is no
+    longer wanted; elsewhere a no-op. Long reads call it between blocks."""
+    current = _STOP.get()
+    if current is not None and current[0].stops(current[1]):
         raise ReadStopped()
 
 
@@ -67,8 +88,9 @@ def files_side_by_side(
     at once (two files at 2 threads: one each; at 3 threads, 2 and 1). With `one_at_a_time`, they run one
     after another in this thread, each with all the threads. Where reads raise, the exception of the first
     of them (in order) is raised here, once the reads started have ended; reads not started are not run,
-    and those running that come after it stop at their next :func:`check_stop`. On Ctrl-C (or any other
-    exception in this thread), every read running stops there.
+    and those running that come after a failed one stop at their next :func:`check_stop`, as soon as it
+    fails (the reads before it run on: one of them may fail too, and be the error raised). On Ctrl-C (or any
+    other exception in this thread), every read running stops there.
 
     For the files of a run: a file's read is only partly parallel (its table is built by one thread), so
     two files read at once on one thread each beat two read one after the other on two threads each (a
@@ -79,23 +101,25 @@ def files_side_by_side(
     if at_once <= 1:
         return [read(threads) for read in reads]
     share, spare = divmod(threads, at_once)
-    stop = threading.Event()
+    stop = _Stop(len(reads))
 
-    def run(read: Callable[[int], T], given: int) -> T:
-        token = _STOP.set(stop)
+    def run(index: int, read: Callable[[int], T], given: int) -> T:
+        token = _STOP.set((stop, index))
         try:
             return read(given)
+        except BaseException:
+            stop.fail(index)
+            raise
         finally:
             _STOP.reset(token)
 
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="gpuan-files")
     try:
-        futures = [pool.submit(run, read, share + (i % at_once < spare)) for i, read in enumerate(reads)]
-        # the reads before a failure have ended well by the time it is raised here, so what is still running
-        # comes after it in order: its result and its errors are not wanted
+        futures = [pool.submit(run, i, read, share + (i % at_once < spare)) for i, read in enumerate(reads)]
         return [f.result() for f in futures]
     except BaseException:
-        stop.set()
+        # the reads before a failure raised here have ended well, so every read still running comes after it
+        stop.everyone = True
         raise
     finally:
         # the reads not started are dropped; those running stop at their next check, and end before this returns

@@ -30,7 +30,9 @@ def read_kineto(
 ) -> Trace:
     """Return the Trace of one Kineto / Chrome-trace JSON file (plain or gzip), read on `threads` threads
     (None: :func:`gpuan.trace.threads.thread_count`). With `gpu`, the JSON is parsed on the GPU (CuPy and
-    numba-CUDA; the same table), where it is a trace the GPU path takes whole."""
+    numba-CUDA; the same table), where it is a trace the GPU path takes whole. A read that
+    :func:`gpuan.trace.threads.files_side_by_side` runs beside others raises ReadStopped, between blocks or
+    before its table build, once its result is no longer wanted."""
     with lean_memory():
         raw = None
         if gpu:

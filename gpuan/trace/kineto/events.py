@@ -18,7 +18,7 @@ from gpuan.trace.kinds import GPU_KINDS, KIND_CODE, KINDS
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.kineto import scatter
 from gpuan.trace.kineto.agents import GPU_DEVICE_TYPES, agent_devices
-from gpuan.trace.kineto.kinds import codes_and_kinds
+from gpuan.trace.kineto.categories import codes_and_kinds
 from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_each
@@ -312,7 +312,8 @@ def _categories(
     """Return (normalised category codes, their strings, kind codes), each normalisation done once per
     distinct string. With `name_ids`, the profiler's step ranges (``ProfilerStep#N``) are annotations
     whatever their category: PyTorch 1.x wrote them as operators (category ``Operator``), later versions as
-    ``user_annotation``; as operators they would be the top-level op of everything inside them."""
+    ``user_annotation``; as operators they would be the top-level op of everything inside them. Without
+    (a part's first pass, which looks only at runtime and GPU kinds), such steps stay operators."""
     norm_index: dict[str, int] = {}
     # the last slot of each map is for null (-1) codes
     cat_map = np.full(len(strings) + 1, -1, np.int32)
@@ -322,8 +323,9 @@ def _categories(
     steps = None
     if name_ids is not None:
         step_ids = [i for i, s in enumerate(strings) if s.startswith("ProfilerStep#")]
-        steps = _code_set(step_ids, len(strings) + 1) if step_ids else None  # the last slot: null names
-    cats, kinds = codes_and_kinds(cat_ids, cat_map, kind_map, name_ids, steps)
+        if step_ids:
+            steps = (name_ids, _code_set(step_ids, len(strings) + 1))  # the last slot: null names
+    cats, kinds = codes_and_kinds(cat_ids, cat_map, kind_map, steps)
     return cats, list(norm_index), kinds
 
 

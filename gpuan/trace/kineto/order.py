@@ -54,7 +54,10 @@ def _place(kind, ts, keep, fill, order, new_row, last, unsorted):
 def table_order(kind: np.ndarray, ts: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Return (order, new_row): the rows of the table in :func:`gpuan.trace.table.kind_time_order`'s order
     (file rows by kind code, then time, missing times last, then file position; rows where `keep` is False
-    left out), and for each file row its place in that order (-1 for a row left out)."""
+    left out), and for each file row its place in that order (-1 for a row left out). `kind` must be int8
+    (the passes index 256 slots by code + 128, unchecked), as the event table's kind codes are."""
+    if kind.dtype != np.int8:
+        raise TypeError(f"table_order: kind codes must be int8, not {kind.dtype}")
     mask = np.empty(0, np.bool_) if keep is None else keep
     counts = np.zeros(256, np.int64)
     _count(kind, mask, counts)

@@ -35,16 +35,14 @@ def codes_and_kinds(
     cat_ids: np.ndarray,
     cat_map: np.ndarray,
     kind_map: np.ndarray,
-    name_ids: np.ndarray | None = None,
-    steps: np.ndarray | None = None,
+    steps: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return (category codes, kind codes) of the events: cat_map[cat_ids] as int32 and kind_map of those as
-    int8, where the maps end in a slot for null codes (-1); with `steps` (a mark per name id, and one last for
-    null names), operators whose name ids (`name_ids`) are marked get the annotation kind instead."""
+    int8, where the maps end in a slot for null codes (-1). With `steps` (the events' name ids, and a mark per
+    name id with one last for null names), operators whose names are marked get the annotation kind instead."""
     cats = np.empty(cat_ids.size, np.int32)
     kinds = np.empty(cat_ids.size, np.int8)
-    if steps is None or name_ids is None:
-        name_ids, steps = np.empty(0, np.int32), np.empty(0, np.bool_)
+    name_ids, marks = (np.empty(0, np.int32), np.empty(0, np.bool_)) if steps is None else steps
     _codes_and_kinds(cat_ids, cat_map.astype(np.int32, copy=False), kind_map.astype(np.int8, copy=False),
-                     name_ids, steps, KIND_CODE["cpu_op"], KIND_CODE["annotation"], cats, kinds)  # fmt: skip
+                     name_ids, marks, KIND_CODE["cpu_op"], KIND_CODE["annotation"], cats, kinds)  # fmt: skip
     return cats, kinds

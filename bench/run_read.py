@@ -1,12 +1,14 @@
 """Reading a run directory in one process (``gpuan.load(RUN)``, what ``gpuan info|cycles|sol RUN`` do without
 ``mpirun``): its files read side by side against the same files read one after another.
 
-    python bench/run_read.py [--runs 5] [--gen-mb 64] [--gen-ranks 4] [--baseline CHECKOUT] [--out bench/results]
+    python bench/run_read.py [--runs 5] [--gen-mb 64] [--gen-ranks 4] [--gen-last-mb N] [--baseline CHECKOUT]
+                             [--out bench/results]
 
 The runs: the two real run directories of ``../shared/data/kineto`` (DLRM, 8 ranks; the Gloo 4-rank set; both
 ``.json.gz``) and a run of ``--gen-ranks`` traces of ``../shared/tools/gen_kineto_trace.py`` (``--gen-mb`` MB each,
-seeds 0.., each file's ``distributedInfo.rank`` set to its rank), as ``.json`` and as ``.json.gz`` (python-isal,
-level 1), written once into ``--dir`` (kept between runs, never in the repository).
+the last ``--gen-last-mb`` MB where given: a run with one large rank; seeds 0.., each file's
+``distributedInfo.rank`` set to its rank), as ``.json`` and as ``.json.gz`` (python-isal, level 1), written once
+into ``--dir`` (kept between runs, never in the repository).
 
 The paths, each in ``--runs`` fresh processes (bench/timing.py: the first call and a warm second call of each
 process; medians, never a best of N), with ``GPUAN_THREADS`` 1 and 2:
@@ -104,11 +106,13 @@ def child(path: str, run: str) -> None:
 # Parent side
 
 
-def gen_run(directory: Path, ranks: int, size_mb: int) -> tuple[Path, Path]:
-    """Return a run of `ranks` generated traces as .json and as .json.gz (written once into `directory`)."""
+def gen_run(directory: Path, ranks: int, size_mb: int, last_mb: int | None = None) -> tuple[Path, Path]:
+    """Return a run of `ranks` generated traces of `size_mb` MB (the last of `last_mb` MB, where given) as .json
+    and as .json.gz (written once into `directory`)."""
     from isal import igzip
 
-    plain, packed = directory / f"gen-{ranks}x{size_mb}mb", directory / f"gen-{ranks}x{size_mb}mb-gz"
+    name = f"gen-{ranks}x{size_mb}mb" + (f"-last{last_mb}mb" if last_mb else "")
+    plain, packed = directory / name, directory / f"{name}-gz"
     for d in (plain, packed):
         d.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):
@@ -116,7 +120,8 @@ def gen_run(directory: Path, ranks: int, size_mb: int) -> tuple[Path, Path]:
         if not f.exists():
             tmp = f.with_suffix(".tmp")
             gen = SHARED / "tools" / "gen_kineto_trace.py"
-            cmd = [sys.executable, str(gen), str(tmp), "--size-mb", str(size_mb), "--seed", str(r)]
+            mb = last_mb if last_mb and r == ranks - 1 else size_mb
+            cmd = [sys.executable, str(gen), str(tmp), "--size-mb", str(mb), "--seed", str(r)]
             subprocess.run(cmd, check=True, capture_output=True)
             data = tmp.read_bytes()
             # the generator writes rank 0 into every file; a run's files must hold their own ranks
@@ -134,8 +139,12 @@ def runs_measured(args: argparse.Namespace) -> list[tuple[str, Path]]:
     real = SHARED / "data" / "kineto"
     out = [(name, real / name) for name in ("dlrm_8rank_nccl", "cpu_ddp_gloo_4rank_slow_rank1_step2")]
     out = [(n, d) for n, d in out if d.is_dir() and not args.skip_real]
-    plain, packed = gen_run(Path(args.dir), args.gen_ranks, args.gen_mb)
-    return out + [(f"gen {args.gen_ranks} x {args.gen_mb} MB .json", plain), ("gen, .json.gz", packed)]
+    plain, packed = gen_run(Path(args.dir), args.gen_ranks, args.gen_mb, args.gen_last_mb)
+    if args.gen_last_mb:
+        label = f"gen {args.gen_ranks - 1} x {args.gen_mb} MB + {args.gen_last_mb} MB .json"
+    else:
+        label = f"gen {args.gen_ranks} x {args.gen_mb} MB .json"
+    return out + [(label, plain), ("gen, .json.gz", packed)]
 
 
 def run_bytes(run: Path) -> int:
@@ -234,6 +243,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--gen-mb", type=int, default=64)
     ap.add_argument("--gen-ranks", type=int, default=4)
+    ap.add_argument("--gen-last-mb", type=int, default=None, help="the last rank's size (a run with one large rank)")
     ap.add_argument("--skip-real", action="store_true", help="only the generated run")
     ap.add_argument("--baseline", default=None, help="another checkout whose gpuan.load(RUN) is timed alongside")
     ap.add_argument("--dir", default=str(DEFAULT_DIR), help="where the generated run is written (and kept)")

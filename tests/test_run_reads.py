@@ -54,6 +54,31 @@ def test_reads_share_the_threads_and_return_in_order(threads, reads, at_once, gi
     assert on_pool == ({True} if at_once > 1 else {False})
 
 
+def test_the_largest_files_start_first_with_the_spare_threads_and_results_stay_in_order():
+    log, running, peak = [], [], [0]
+    make = _recording(log, running, peak)
+    sizes = [1, 50, 7, 900, 50]
+    assert files_side_by_side([make(i) for i in range(5)], 3, sizes=sizes) == [i * i for i in range(5)]
+    started = [i for i, _, _ in log]
+    assert set(started[:3]) == {3, 1, 4} and started[3:] == [2, 0]  # by size; equal sizes in order
+    log.clear()
+    files_side_by_side([make(i) for i in range(2)], 3, sizes=[1, 9])
+    assert sorted((i, t) for i, t, _ in log) == [(0, 1), (1, 2)]  # the spare thread to the larger file
+
+
+def test_with_sizes_the_first_error_in_order_is_still_the_one_raised():
+    def fails(message: str, pause: float):
+        def read(threads: int) -> None:
+            time.sleep(pause)
+            raise TraceError("run", message)
+
+        return read
+
+    # read 2, the largest, fails first in time; read 1 fails later, but comes first in order
+    with pytest.raises(TraceError, match="read 1"):
+        files_side_by_side([lambda t: 0, fails("read 1", 0.2), fails("read 2", 0)], 2, sizes=[1, 2, 3])
+
+
 def test_one_at_a_time_gives_each_read_every_thread_and_stops_at_a_failure():
     log, running, peak = [], [], [0]
     make = _recording(log, running, peak, pause=0)

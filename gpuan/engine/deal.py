@@ -54,18 +54,16 @@ def read_own(
 ) -> dict[int, Trace]:
     """Return the traces of the ranks dealt to this process (`owner`: :func:`owners`), by rank, in rank
     order (each read by :meth:`~gpuan.trace.inputs.RankSource.load` with `use_cache`, `device` and
-    `projection`; side by side where one process's read of a run is:
-    :func:`gpuan.trace.load.may_read_side_by_side`). Raises the same TraceError on every process when any
-    process cannot read one of its ranks."""
-    from gpuan.trace.load import may_read_side_by_side
-    from gpuan.trace.threads import files_side_by_side
+    `projection`; side by side as one process's read of a run is: :func:`gpuan.trace.load.read_run_files`).
+    Raises the same TraceError on every process when any process cannot read one of its ranks."""
+    from gpuan.trace.load import read_run_files
 
     own = [s for s in sources if owner[s.rank] == procs.rank]
-    alone = not may_read_side_by_side([s.path for s in own], gpu=device == "gpu")
     traces: list[Trace] = []
     error, at = None, -1
     try:
-        traces = files_side_by_side([_reader(s, use_cache, device, projection) for s in own], one_at_a_time=alone)
+        reads = [_reader(s, use_cache, device, projection) for s in own]
+        traces = read_run_files(reads, [s.path for s in own], gpu=device == "gpu")
     except _RankError as e:
         # the lowest bad rank of each process is raised (files_side_by_side raises the first in order): the
         # lowest of those is what one process would meet first, so the error does not depend on the number

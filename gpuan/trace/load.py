@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +16,8 @@ from gpuan.trace import parquet
 from gpuan.trace.projection import Projection, apply
 from gpuan.trace.source import GZIP_MAGIC, open_file
 from gpuan.trace.table import Trace
+
+T = TypeVar("T")
 
 Progress = Callable[[int, int], None]
 
@@ -183,7 +186,6 @@ def _load_rank_dir(
     side (:func:`gpuan.trace.threads.files_side_by_side`) where :func:`may_read_side_by_side`, else one after
     another, each with all of `threads`."""
     from gpuan.trace.ranks import ranked_files
-    from gpuan.trace.threads import files_side_by_side
 
     ranked = ranked_files(directory)
     reads = [
@@ -192,12 +194,33 @@ def _load_rank_dir(
         )
         for f in ranked
     ]
-    alone = not may_read_side_by_side([f.path for f in ranked], gpu=gpu)
-    traces = files_side_by_side(reads, threads, one_at_a_time=alone)
+    traces = read_run_files(reads, [f.path for f in ranked], gpu=gpu, threads=threads)
     return merge_ranks(traces, [f.rank for f in ranked], source=str(directory))
 
 
-def may_read_side_by_side(paths: list[Path], *, gpu: bool) -> bool:
+def read_run_files(
+    reads: Sequence[Callable[[int], T]], paths: Sequence[Path], *, gpu: bool, threads: int | None = None
+) -> list[T]:
+    """Return the results of the reads of a run's files (`reads`: one per path of `paths`, each called with
+    the threads it may use), in order: side by side, the largest files first
+    (:func:`gpuan.trace.threads.files_side_by_side`), where :func:`may_read_side_by_side`; else one after
+    another, each with all of `threads`."""
+    from gpuan.trace.threads import files_side_by_side
+
+    if not may_read_side_by_side(paths, gpu=gpu):
+        return files_side_by_side(reads, threads, one_at_a_time=True)
+    return files_side_by_side(reads, threads, sizes=[_size(p) for p in paths])
+
+
+def _size(path: Path) -> int:
+    """Return the file's size in bytes (0 where it cannot be read: its read says why)."""
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
+
+
+def may_read_side_by_side(paths: Sequence[Path], *, gpu: bool) -> bool:
     """Return whether the files `paths` of a run may be read side by side, on threads: not for the GPU (one
     device, whose memory one file's read may fill) nor for OTF2 archives (the OTF2 library takes the
     process's stderr while it reads, to keep its own messages out of it)."""

@@ -81,16 +81,22 @@ def side_by_side(calls: Sequence[Callable[[], T]], rows: int, threads: int | Non
 
 
 def files_side_by_side(
-    reads: Sequence[Callable[[int], T]], threads: int | None = None, *, one_at_a_time: bool = False
+    reads: Sequence[Callable[[int], T]],
+    threads: int | None = None,
+    *,
+    one_at_a_time: bool = False,
+    sizes: Sequence[int] | None = None,
 ) -> list[T]:
     """Return each read's result, in order. Up to `threads` (None: :func:`thread_count`) reads run at once,
     each called with the number of threads it may use itself: the threads shared out among the reads running
-    at once (two files at 2 threads: one each; at 3 threads, 2 and 1). With `one_at_a_time`, they run one
-    after another in this thread, each with all the threads. Where reads raise, the exception of the first
-    of them (in order) is raised here, once the reads started have ended; reads not started are not run,
-    and those running that come after a failed one stop at their next :func:`check_stop`, as soon as it
-    fails (the reads before it run on: one of them may fail too, and be the error raised). On Ctrl-C (or any
-    other exception in this thread), every read running stops there.
+    at once (two files at 2 threads: one each; at 3 threads, 2 and 1). With `sizes` (each read's file size),
+    the largest start first and get the spare threads: a large file started last would run on alone at the
+    end, on its share of the threads, the others' idle (results, errors and stops still go by the reads'
+    order). With `one_at_a_time`, they run one after another in this thread, each with all the threads.
+    Where reads raise, the exception of the first of them (in order) is raised here, once the reads started
+    have ended; reads not started are not run, and those running that come after a failed one stop at their
+    next :func:`check_stop`, as soon as it fails (the reads before it run on: one of them may fail too, and be
+    the error raised). On Ctrl-C (or any other exception in this thread), every read running stops there.
 
     For the files of a run: a file's read is only partly parallel (its table is built by one thread), so
     two files read at once on one thread each beat two read one after the other on two threads each (a
@@ -115,7 +121,11 @@ def files_side_by_side(
 
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="gpuan-files")
     try:
-        futures = [pool.submit(run, i, read, share + (i % at_once < spare)) for i, read in enumerate(reads)]
+        # a stable sort: files of one size start in order
+        starts = range(len(reads)) if sizes is None else sorted(range(len(reads)), key=lambda i: -sizes[i])
+        futures = [None] * len(reads)
+        for k, i in enumerate(starts):  # the pool starts reads in the order they are submitted
+            futures[i] = pool.submit(run, i, reads[i], share + (k % at_once < spare))
         return [f.result() for f in futures]
     except BaseException:
         # the reads before a failure raised here have ended well, so every read still running comes after it

@@ -144,7 +144,7 @@ def runs_measured(args: argparse.Namespace) -> list[tuple[str, Path]]:
         label = f"gen {args.gen_ranks - 1} x {args.gen_mb} MB + {args.gen_last_mb} MB .json"
     else:
         label = f"gen {args.gen_ranks} x {args.gen_mb} MB .json"
-    return out + [(label, plain), ("gen, .json.gz", packed)]
+    return out + [(label, plain), (label.removesuffix(".json") + ".json.gz", packed)]
 
 
 def run_bytes(run: Path) -> int:

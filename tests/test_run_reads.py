@@ -54,29 +54,121 @@ def test_reads_share_the_threads_and_return_in_order(threads, reads, at_once, gi
     assert on_pool == ({True} if at_once > 1 else {False})
 
 
-def test_the_largest_files_start_first_with_the_spare_threads_and_results_stay_in_order():
-    log, running, peak = [], [], [0]
-    make = _recording(log, running, peak)
-    sizes = [1, 50, 7, 900, 50]
-    assert files_side_by_side([make(i) for i in range(5)], 3, sizes=sizes) == [i * i for i in range(5)]
-    started = [i for i, _, _ in log]
-    assert set(started[:3]) == {3, 1, 4} and started[3:] == [2, 0]  # by size; equal sizes in order
-    log.clear()
-    files_side_by_side([make(i) for i in range(2)], 3, sizes=[1, 9])
-    assert sorted((i, t) for i, t, _ in log) == [(0, 1), (1, 2)]  # the spare thread to the larger file
+def test_the_largest_files_start_first_and_results_stay_in_order():
+    """At 2 threads, reads 3 and 1 (the largest) start first; read 1 waits until read 0 has run, so the worker
+    that ended read 3 takes read 2 and then read 0, in that order."""
+    log, zero_ran = [], threading.Event()
+
+    def read(i: int):
+        def run(threads: int) -> int:
+            log.append(i)
+            if i == 1:
+                assert zero_ran.wait(30)
+            if i == 0:
+                zero_ran.set()
+            return i * i
+
+        return run
+
+    assert files_side_by_side([read(i) for i in range(4)], 2, sizes=[1, 50, 7, 900]) == [0, 1, 4, 9]
+    assert set(log[:2]) == {3, 1} and log[2:] == [2, 0]
+
+
+def test_files_of_one_size_start_in_order_and_the_spare_threads_go_to_the_largest():
+    """4 threads, 3 reads: one thread each and one spare, which the first read started gets."""
+    for sizes, given in (([50, 1, 50], [2, 1, 1]), ([1, 50, 9], [1, 2, 1])):
+        log, running, peak = [], [], [0]
+        make = _recording(log, running, peak)
+        files_side_by_side([make(i) for i in range(3)], 4, sizes=sizes)
+        assert [t for _, t, _ in sorted(log)] == given
+
+
+def test_a_read_queued_after_a_failed_one_is_not_run():
+    """Read 1 (the largest) fails at once; read 2, queued next, is not wanted and does not run; read 3 runs
+    meanwhile; read 0, before the failure, runs, and read 1's error is raised."""
+    ran, failed = [], threading.Event()
+
+    def read(i: int):
+        def run(threads: int) -> None:
+            ran.append(i)
+            if i == 1:
+                failed.set()
+                raise TraceError("rank1.json", "read 1")
+            if i == 3:
+                assert failed.wait(30)
+                time.sleep(0.05)  # let read 1's failure be noted before this worker takes the next read
+
+        return run
+
+    with pytest.raises(TraceError, match="read 1"):
+        files_side_by_side([read(i) for i in range(4)], 2, sizes=[1, 9, 5, 6])
+    assert 2 not in ran and 0 in ran
 
 
 def test_with_sizes_the_first_error_in_order_is_still_the_one_raised():
-    def fails(message: str, pause: float):
-        def read(threads: int) -> None:
-            time.sleep(pause)
-            raise TraceError("run", message)
+    """Read 2, the largest, fails first; read 1, before it in order, goes on (its checks do not stop it) and
+    fails later: its error is raised. Read 0 is not stopped either."""
+    two_failed, checked = threading.Event(), []
+
+    def first(threads: int) -> int:
+        assert two_failed.wait(30)
+        for _ in range(3):
+            check_stop()  # read 2's failure does not stop a read before it
+            checked.append(0)
+        return 0
+
+    def second(threads: int) -> None:
+        assert two_failed.wait(30)
+        check_stop()
+        checked.append(1)
+        raise TraceError("run", "read 1")
+
+    def third(threads: int) -> None:
+        two_failed.set()
+        raise TraceError("run", "read 2")
+
+    with pytest.raises(TraceError, match="read 1"):
+        files_side_by_side([first, second, third], 3, sizes=[1, 2, 3])
+    assert sorted(checked) == [0, 0, 0, 1]
+
+
+def test_a_run_s_files_are_read_largest_first_and_on_the_gpu_one_at_a_time(tmp_path):
+    """read_run_files, which gpuan.load(RUN) and each MPI process's read_own use: the files' sizes order the
+    reads; for the GPU they run one after another in the calling thread, each with every thread."""
+    from gpuan.trace.load import read_run_files
+
+    paths = [tmp_path / f"rank{r}.json" for r in range(3)]
+    for p, size in zip(paths, (10, 1000, 100)):
+        p.write_bytes(b" " * size)
+    log, running, peak = [], [], [0]
+    make = _recording(log, running, peak, pause=0)
+    assert read_run_files([make(i) for i in range(3)], paths, gpu=False, threads=1) == [0, 1, 4]
+    assert [i for i, _, _ in log] == [0, 1, 2]  # one thread: one read at a time, in order
+    log.clear()
+    assert read_run_files([make(i) for i in range(3)], paths, gpu=True, threads=2) == [0, 1, 4]
+    assert [(i, t) for i, t, _ in log] == [(0, 2), (1, 2), (2, 2)]
+    assert {name for _, _, name in log} == {threading.current_thread().name}
+    log.clear()
+    gate = threading.Event()
+
+    def held(i: int):
+        def read(threads: int) -> int:
+            log.append(i)
+            if i == 2:  # the second largest waits until the smallest has started, on the other worker
+                assert gate.wait(30)
+            if i == 0:
+                gate.set()
+            return i
 
         return read
 
-    # read 2, the largest, fails first in time; read 1 fails later, but comes first in order
-    with pytest.raises(TraceError, match="read 1"):
-        files_side_by_side([lambda t: 0, fails("read 1", 0.2), fails("read 2", 0)], 2, sizes=[1, 2, 3])
+    assert read_run_files([held(i) for i in range(3)], paths, gpu=False, threads=2) == [0, 1, 2]
+    assert set(log[:2]) == {1, 2} and log[2] == 0
+
+
+def test_sizes_must_match_the_reads():
+    with pytest.raises(ValueError, match="2 sizes for 3 reads"):
+        files_side_by_side([lambda t: 0] * 3, 2, sizes=[1, 2])
 
 
 def test_one_at_a_time_gives_each_read_every_thread_and_stops_at_a_failure():

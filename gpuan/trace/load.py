@@ -182,9 +182,8 @@ def _load_rank_dir(
     threads: int | None,
 ) -> Trace:
     """Load every rank's file and return one trace on a common time base, with a ``rank`` column (each
-    file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows), side by
-    side (:func:`gpuan.trace.threads.files_side_by_side`) where :func:`may_read_side_by_side`, else one after
-    another, each with all of `threads`."""
+    file's rank found by :func:`gpuan.trace.ranks.ranked_files`, the rule every command follows), the files
+    read by :func:`read_run_files` (side by side, the largest first, where they may be) on `threads`."""
     from gpuan.trace.ranks import ranked_files
 
     ranked = ranked_files(directory)
@@ -213,9 +212,11 @@ def read_run_files(
 
 
 def _size(path: Path) -> int:
-    """Return the file's size in bytes (0 where it cannot be read: its read says why)."""
+    """Return the size in bytes of the file at `path` (compressed or not: a guide to the order of the reads,
+    not a measure), 0 where it is no file (its read says why)."""
+    path = Path(path)
     try:
-        return Path(path).stat().st_size
+        return path.stat().st_size if path.is_file() else 0
     except OSError:
         return 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import TypeVar
 
@@ -94,14 +94,16 @@ def files_side_by_side(
     end, on its share of the threads, the others' idle (results, errors and stops still go by the reads'
     order). With `one_at_a_time`, they run one after another in this thread, each with all the threads.
     Where reads raise, the exception of the first of them (in order) is raised here, once the reads started
-    have ended; reads not started are not run, and those running that come after a failed one stop at their
-    next :func:`check_stop`, as soon as it fails (the reads before it run on: one of them may fail too, and be
+    have ended; reads after a failed one are not run, and those running stop at their next
+    :func:`check_stop`, as soon as it fails (the reads before it run on: one of them may fail too, and be
     the error raised). On Ctrl-C (or any other exception in this thread), every read running stops there.
 
     For the files of a run: a file's read is only partly parallel (its table is built by one thread), so
     two files read at once on one thread each beat two read one after the other on two threads each (a
     generated run of 4 x 64 MB at 2 threads: 0.76 s against 0.92 s, bench/run_read.py). Each read running
     holds its own buffers: at most `threads` files' worth of reading at once."""
+    if sizes is not None and len(sizes) != len(reads):
+        raise ValueError(f"files_side_by_side: {len(sizes)} sizes for {len(reads)} reads")
     threads = threads or thread_count()
     at_once = 1 if one_at_a_time else min(threads, len(reads))
     if at_once <= 1:
@@ -112,6 +114,8 @@ def files_side_by_side(
     def run(index: int, read: Callable[[int], T], given: int) -> T:
         token = _STOP.set((stop, index))
         try:
+            if stop.stops(index):  # queued behind larger reads while one before it failed: not wanted
+                raise ReadStopped()
             return read(given)
         except BaseException:
             stop.fail(index)
@@ -123,10 +127,10 @@ def files_side_by_side(
     try:
         # a stable sort: files of one size start in order
         starts = range(len(reads)) if sizes is None else sorted(range(len(reads)), key=lambda i: -sizes[i])
-        futures = [None] * len(reads)
+        futures: dict[int, Future[T]] = {}
         for k, i in enumerate(starts):  # the pool starts reads in the order they are submitted
             futures[i] = pool.submit(run, i, reads[i], share + (k % at_once < spare))
-        return [f.result() for f in futures]
+        return [futures[i].result() for i in range(len(reads))]
     except BaseException:
         # the reads before a failure raised here have ended well, so every read still running comes after it
         stop.everyone = True

@@ -1380,9 +1380,9 @@ def test_a_small_file_is_scanned_without_scanning_threads(tmp_path, monkeypatch)
     started = []
 
     class Workers(reader._Workers):
-        def __init__(self, threads, tables):
+        def __init__(self, threads, tables, size):
             started.append(threads)
-            super().__init__(threads, tables)
+            super().__init__(threads, tables, size)
 
     monkeypatch.setattr(reader, "_Workers", Workers)
     small = tmp_path / "small.json"

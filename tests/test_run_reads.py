@@ -14,7 +14,14 @@ import gpuan
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace import kineto
 from gpuan.trace.kineto import reader
-from gpuan.trace.threads import ReadStopped, check_stop, files_side_by_side
+from gpuan.trace.threads import (
+    ReadStopped,
+    check_stop,
+    files_side_by_side,
+    most_threads,
+    take_spare_threads,
+    threads_held,
+)
 
 RUNS = ("dlrm_8rank_nccl", "cpu_ddp_gloo_4rank_slow_rank1_step2")
 
@@ -164,6 +171,63 @@ def test_a_run_s_files_are_read_largest_first_and_on_the_gpu_one_at_a_time(tmp_p
 
     assert read_run_files([held(i) for i in range(3)], paths, gpu=False, threads=2) == [0, 1, 2]
     assert set(log[:2]) == {1, 2} and log[2] == 0
+
+
+def test_the_threads_of_ended_reads_go_to_those_running_once_none_waits():
+    """2 threads, 3 reads: read 0 (the largest) and read 1 start on one thread each. When read 1 ends, read 2
+    still waits, so its thread goes to read 2, and read 0 finds none spare; when read 2 ends, read 0 takes its
+    thread and holds both. Outside a read of files_side_by_side nothing is spare."""
+    read2_started, read0_checked, seen = threading.Event(), threading.Event(), {}
+
+    def read0(threads: int) -> int:
+        seen["most"] = most_threads(threads)
+        assert read2_started.wait(30)
+        seen["while read 2 runs"] = take_spare_threads()
+        read0_checked.set()
+        taken = 0
+        for _ in range(3000):  # until read 2 has ended
+            taken += take_spare_threads()
+            if taken:
+                break
+            time.sleep(0.01)
+        seen["after read 2"] = taken
+        seen["held"] = threads_held(threads)
+        seen["more"] = take_spare_threads()  # both threads held: none left to take
+        return 0
+
+    def read1(threads: int) -> int:
+        return 1
+
+    def read2(threads: int) -> int:
+        seen["read 2 given"] = threads
+        read2_started.set()
+        assert read0_checked.wait(30)
+        return 2
+
+    assert files_side_by_side([read0, read1, read2], 2, sizes=[9, 5, 1]) == [0, 1, 2]
+    assert seen == {"most": 2, "read 2 given": 1, "while read 2 runs": 0, "after read 2": 1, "held": 2, "more": 0}
+    assert take_spare_threads() == 0 and threads_held(3) == 3 and most_threads(3) == 3
+
+
+def test_a_kineto_read_puts_the_threads_it_takes_to_work_and_reads_the_same(large_rank, monkeypatch):
+    """Beside a read that ends at once, the large rank's read (started on one scanning thread, its blocks cut
+    for two) takes the spare thread between blocks and scans on with two; its table is the one a read on
+    one thread gives."""
+    added = []
+    add = reader._Workers.add
+
+    def noting(self, threads, strings):
+        if threads:
+            added.append((threads, len(self._tables)))
+        return add(self, threads, strings)
+
+    monkeypatch.setattr(reader._Workers, "add", noting)
+    alone = kineto.read_kineto(str(large_rank), threads=1)
+    assert added == []
+    _, beside = files_side_by_side([lambda t: 1, lambda t: kineto.read_kineto(str(large_rank), threads=t)], 2)
+    assert added == [(1, 2)]  # one thread joined the main thread's table and the first scanning thread's
+    assert beside.events.equals(alone.events) and beside.flows.equals(alone.flows)
+    assert beside.metadata == alone.metadata
 
 
 def test_sizes_must_match_the_reads():

@@ -1,5 +1,6 @@
 """How many threads a load uses; independent column work, and the files of a run, read side by side on them
-(reads that are no longer wanted, after Ctrl-C or a failure before them, stop at their next check)."""
+(reads that are no longer wanted, after Ctrl-C or a failure before them, stop at their next check; once no
+read waits to start, the threads of the reads that end go to those still running)."""
 
 from __future__ import annotations
 
@@ -42,16 +43,89 @@ class _Stop:
         return self.everyone or index > self.failed
 
 
-#: in a thread that :func:`files_side_by_side` runs a read in: that call's stop, and the read's index
-_STOP: ContextVar[tuple[_Stop, int] | None] = ContextVar("gpuan_stop", default=None)
+class _Free:
+    """The threads of one :func:`files_side_by_side` call that no running read holds: a read takes its share
+    as it starts and gives back all it holds as it ends; once no read waits to start, those still running
+    may take the rest (:meth:`take`)."""
+
+    def __init__(self, total: int, reads: int) -> None:
+        self.lock = threading.Lock()
+        self.total = total
+        self.count = total
+        self.waiting = reads  # reads not started yet
+
+    def claim(self, share: int) -> int:
+        """Return the threads a read starting now is given: its share (the reads running at once share the
+        threads out, so the share is free whenever a read starts)."""
+        with self.lock:
+            self.waiting -= 1
+            given = max(1, min(share, self.count))
+            self.count -= given
+            return given
+
+    def give_back(self, held: int) -> None:
+        """Take back the `held` threads of a read that has ended."""
+        with self.lock:
+            self.count += held
+
+    def take(self, held: int) -> int:
+        """Return how many free threads a running read holding `held` takes now: none while a read waits to
+        start (they are its share), else all there are, up to the call's total."""
+        with self.lock:
+            if self.waiting:
+                return 0
+            taken = max(0, min(self.count, self.total - held))
+            self.count -= taken
+            return taken
+
+
+class _Place:
+    """A read's place in a :func:`files_side_by_side` call: its index, the call's stop and free threads, and
+    how many threads the read holds (those it was given, then those it took)."""
+
+    def __init__(self, stop: _Stop, index: int, free: _Free, held: int) -> None:
+        self.stop = stop
+        self.index = index
+        self.free = free
+        self.held = held
+
+
+#: in a thread that :func:`files_side_by_side` runs a read in: the read's place in that call
+_PLACE: ContextVar[_Place | None] = ContextVar("gpuan_read_place", default=None)
 
 
 def check_stop() -> None:
     """Raise :class:`ReadStopped` if this thread runs a read of :func:`files_side_by_side` whose result is no
     longer wanted; elsewhere a no-op. Long reads call it between blocks."""
-    current = _STOP.get()
-    if current is not None and current[0].stops(current[1]):
+    place = _PLACE.get()
+    if place is not None and place.stop.stops(place.index):
         raise ReadStopped()
+
+
+def take_spare_threads() -> int:
+    """Return how many more threads this read may use from now on, taken from the reads of the same
+    :func:`files_side_by_side` call that have ended (none while reads wait to start; at most the call's
+    threads in all); elsewhere 0. A long read asks between blocks and puts what it gets to work."""
+    place = _PLACE.get()
+    if place is None:
+        return 0
+    taken = place.free.take(place.held)
+    place.held += taken
+    return taken
+
+
+def threads_held(threads: int) -> int:
+    """Return the threads this read holds now (given, and taken since), in a read of
+    :func:`files_side_by_side`; elsewhere `threads`."""
+    place = _PLACE.get()
+    return threads if place is None else place.held
+
+
+def most_threads(threads: int) -> int:
+    """Return the most threads this read may come to hold: the threads of its :func:`files_side_by_side` call
+    (what a read plans its work for, if it would use spare threads); elsewhere `threads`."""
+    place = _PLACE.get()
+    return threads if place is None else place.free.total
 
 
 def thread_count() -> int:
@@ -91,12 +165,14 @@ def files_side_by_side(
     each called with the number of threads it may use itself: the threads shared out among the reads running
     at once (two files at 2 threads: one each; at 3 threads, 2 and 1). With `sizes` (each read's file size),
     the largest start first and get the spare threads: a large file started last would run on alone at the
-    end, on its share of the threads, the others' idle (results, errors and stops still go by the reads'
-    order). With `one_at_a_time`, they run one after another in this thread, each with all the threads.
-    Where reads raise, the exception of the first of them (in order) is raised here, once the reads started
-    have ended; reads after a failed one are not run, and those running stop at their next
-    :func:`check_stop`, as soon as it fails (the reads before it run on: one of them may fail too, and be
-    the error raised). On Ctrl-C (or any other exception in this thread), every read running stops there.
+    end (results, errors and stops still go by the reads' order). Once no read waits to start, the threads
+    of each read that ends are spare, and the reads still running take them (:func:`take_spare_threads`):
+    the last reads do not run on one thread each while the others' threads idle. With `one_at_a_time`, they
+    run one after another in this thread, each with all the threads. Where reads raise, the exception of
+    the first of them (in order) is raised here, once the reads started have ended; reads after a failed
+    one are not run, and those running stop at their next :func:`check_stop`, as soon as it fails (the
+    reads before it run on: one of them may fail too, and be the error raised). On Ctrl-C (or any other
+    exception in this thread), every read running stops there.
 
     For the files of a run: a file's read is only partly parallel (its table is built by one thread), so
     two files read at once on one thread each beat two read one after the other on two threads each (a
@@ -109,19 +185,21 @@ def files_side_by_side(
     if at_once <= 1:
         return [read(threads) for read in reads]
     share, spare = divmod(threads, at_once)
-    stop = _Stop(len(reads))
+    stop, free = _Stop(len(reads)), _Free(threads, len(reads))
 
-    def run(index: int, read: Callable[[int], T], given: int) -> T:
-        token = _STOP.set((stop, index))
+    def run(index: int, read: Callable[[int], T], share: int) -> T:
+        place = _Place(stop, index, free, free.claim(share))
+        token = _PLACE.set(place)
         try:
             if stop.stops(index):  # queued behind larger reads while one before it failed: not wanted
                 raise ReadStopped()
-            return read(given)
+            return read(place.held)
         except BaseException:
             stop.fail(index)
             raise
         finally:
-            _STOP.reset(token)
+            free.give_back(place.held)
+            _PLACE.reset(token)
 
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="gpuan-files")
     try:

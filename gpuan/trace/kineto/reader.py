@@ -33,7 +33,7 @@ from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
-from gpuan.trace.threads import check_stop, thread_count
+from gpuan.trace.threads import check_stop, most_threads, take_spare_threads, thread_count
 
 BLOCK_BYTES = 16 << 20
 # a compressed file's first block: its scan waits for its inflate (16 MB: 11 ms), so blocks start small and
@@ -156,6 +156,10 @@ class GlobalStrings:
         self.maps = [np.full(1, -1, np.int32) for _ in range(threads)]  # last slot: null -> -1
         self._decoded: list[str] = []
 
+    def add_table(self) -> None:
+        """Make room for the map of one more scanner table (a thread that joins a scan)."""
+        self.maps.append(np.full(1, -1, np.int32))
+
     def update(self, t: int, tables: list[StringTable], upto: int | None = None) -> np.ndarray:
         """Return thread t's local → global id map (its last entry maps null to -1), for its strings up to id
         `upto` (None: all so far; a count taken when a scan ended, while the thread scans on)."""
@@ -265,6 +269,7 @@ def collect(o64: np.ndarray, o32: np.ndarray, rows: int, gmap: np.ndarray, out: 
 
 
 GAP = -1  # the scratch slot for what is scanned between a block's chunks (the event carried into it, ...)
+MAIN = 0  # the main thread's string table, for what it scans (all of a file scanned without chunks)
 
 
 class _Scratch:
@@ -372,14 +377,16 @@ def scan_parts(
         size = src.expected_size()
         # a file too small to be cut into chunks is scanned by this thread alone: starting and stopping the
         # scanning threads took 1.3 ms of a 3.4 ms scan of a 17 KB trace
-        threads = 1 if size < MIN_PARALLEL_BYTES else threads
-        chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD
+        # a read beside others (files_side_by_side) may be given spare threads as it goes: its blocks are cut
+        # for as many as it may come to hold, and at one thread it scans them with one scanning thread
+        most = 1 if size < MIN_PARALLEL_BYTES else most_threads(threads)
+        chunks = 0 if most == 1 else most * CHUNKS_PER_THREAD
         cap = (BLOCK_BYTES // chunks // BYTES_PER_ROW + 64) if chunks else SERIAL_ROWS
-        # one table per scanning thread, and one (the last) for what the main thread scans
-        tables = [StringTable(size) for _ in range(1 if threads == 1 else threads + 1)]
+        # the main thread's table (MAIN, for what it scans), then one per scanning thread
+        tables = [StringTable(size) for _ in range(1 + (threads if chunks else 0))]
         # in parallel, the next block is scanned into one scratch while the block's chunks are taken from the other
         scratches = [_lend_scratch(chunks, cap) for _ in range(2 if chunks else 1)]
-        workers = stack.enter_context(_Workers(threads if chunks else 0, tables))
+        workers = stack.enter_context(_Workers(threads if chunks else 0, tables, size))
         expected = size // MIN_EVENT_BYTES + 1024
         out = Collected(len(tables), expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
         # an uncompressed file is scanned where it lies, in its memory map: no copies (its head too, where
@@ -409,6 +416,8 @@ def scan_parts(
         try:
             while True:
                 check_stop()  # a read beside others that were stopped (Ctrl-C) ends here, within a block
+                if chunks:
+                    workers.add(take_spare_threads(), out.strings)
                 # the scanner releases the GIL: the next block is read and queued, so that the threads go on
                 # to it without a pause, and the block's chunks are drained as they are scanned
                 reads.give_back()
@@ -536,13 +545,23 @@ def _plan(buf, lo, n, base, eof, scratch, chunks, *, exact, unreadable=None) -> 
 
 class _Workers:
     """The scanning threads: each takes the next chunk queued (of any block), scans it with its own string
-    table into the chunk's scratch slot, and takes the next."""
+    table (`tables[t]` for thread t, from 1: tables[MAIN] is the main thread's) into the chunk's scratch
+    slot, and takes the next. Threads may join while they scan (:meth:`add`)."""
 
-    def __init__(self, threads: int, tables: list[StringTable]) -> None:
+    def __init__(self, threads: int, tables: list[StringTable], size: int) -> None:
         self._count = threads
         self._tables = tables
+        self._size = size  # the file's size, which sizes a joining thread's string table
         self._tasks: queue.SimpleQueue[tuple[_Block, int] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+
+    def add(self, threads: int, strings: GlobalStrings) -> None:
+        """Start `threads` more scanning threads, each with a string table of its own (and its map in
+        `strings`); they take the chunks queued from now on."""
+        for _ in range(threads):
+            self._tables.append(StringTable(self._size))
+            strings.add_table()
+            self._start(len(self._tables) - 1)
 
     def queue(self, block: _Block) -> None:
         """Queue the block's chunks, in file order."""
@@ -557,14 +576,17 @@ class _Workers:
 
     def __enter__(self) -> _Workers:
         try:
-            for t in range(self._count):
-                th = threading.Thread(target=self._work, args=(t,), name=f"gpuan-scan-{t}", daemon=True)
-                th.start()
-                self._threads.append(th)
+            for t in range(1, self._count + 1):
+                self._start(t)
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _start(self, t: int) -> None:
+        th = threading.Thread(target=self._work, args=(t,), name=f"gpuan-scan-{t}", daemon=True)
+        th.start()
+        self._threads.append(th)
 
     def __exit__(self, *exc) -> None:
         for _ in self._threads:
@@ -608,7 +630,7 @@ def _settle(block: _Block, pos: int, tables: list[StringTable], out: Collected) 
     at or before that chunk, and taking the chunks in file order numbers the strings in the order they were
     met, whichever thread took which: the order of first occurrence, but for what a wrong chunk start met
     (numbered where that chunk is settled)."""
-    buf, n, scratch, again = block.buf, block.n, block.scratch, len(tables) - 1
+    buf, n, scratch, again = block.buf, block.n, block.scratch, MAIN
     starts, ends, results = block.starts, block.ends, block.results
     count = starts.size
     if count == 0 or pos < starts[0]:

@@ -3,6 +3,7 @@ results and errors in rank order, and the same trace whatever the number of thre
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import signal
 import threading
@@ -210,9 +211,9 @@ def test_the_threads_of_ended_reads_go_to_those_running_once_none_waits():
 
 
 def test_a_kineto_read_puts_the_threads_it_takes_to_work_and_reads_the_same(large_rank, monkeypatch):
-    """Beside a read that ends at once, the large rank's read (started on one scanning thread, its blocks cut
-    for two) takes the spare thread between blocks and scans on with two; its table is the one a read on
-    one thread gives."""
+    """Beside a read that ends at once, the large rank's read (given one thread: it scans alone) takes the spare
+    thread between blocks and scans the blocks after with two scanning threads, the main thread settling; its
+    table is the one a read on one thread gives."""
     added = []
     add = reader._Workers.add
 
@@ -225,9 +226,39 @@ def test_a_kineto_read_puts_the_threads_it_takes_to_work_and_reads_the_same(larg
     alone = kineto.read_kineto(str(large_rank), threads=1)
     assert added == []
     _, beside = files_side_by_side([lambda t: 1, lambda t: kineto.read_kineto(str(large_rank), threads=t)], 2)
-    assert added == [(1, 2)]  # one thread joined the main thread's table and the first scanning thread's
+    assert added == [(2, 1)]  # two scanning threads beside the main thread's table
     assert beside.events.equals(alone.events) and beside.flows.equals(alone.flows)
     assert beside.metadata == alone.metadata
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_a_read_that_takes_threads_midway_numbers_its_strings_as_alone(tmp_path, monkeypatch, suffix):
+    """Blocks of 1 MB: a file of 30k distinct names (and args) read beside a read that ends at once switches
+    from scanning alone to scanning threads after a block or more; the table, strings and their order included,
+    is the one a read on one thread gives, plain and gzipped."""
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 20)
+    monkeypatch.setattr(reader, "FIRST_READ_BYTES", 256 << 10)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 256 << 10)
+    event = (
+        '{"ph": "X", "cat": "%s", "name": "op%d", "pid": 1, "tid": %d, "ts": %d, "dur": 3, '
+        '"args": {"External id": %d, "Input Dims": [[%d, 64]], "Input type": ["float"]}}'
+    )
+    body = ",\n".join(
+        event % (("cpu_op", "kernel")[i % 2], (i * 7919) % 30_000, i % 3, 5 * i, i, i % 997) for i in range(60_000)
+    )
+    text = '{"traceEvents": [\n' + body + "\n]}\n"
+    path = tmp_path / f"rank0{suffix}"
+    path.write_bytes(gzip.compress(text.encode(), 1) if suffix.endswith(".gz") else text.encode())
+    assert len(text) > 6 * reader.BLOCK_BYTES
+    added = []
+    add = reader._Workers.add
+    monkeypatch.setattr(reader._Workers, "add", lambda self, n, strings: (added.append(n), add(self, n, strings)))
+    alone = kineto.read_kineto(str(path), threads=1)
+    _, beside = files_side_by_side([lambda t: 1, lambda t: kineto.read_kineto(str(path), threads=t)], 2)
+    assert added == [2]
+    assert beside.events.equals(alone.events) and beside.metadata == alone.metadata
+    names = beside.events["name"].combine_chunks()
+    assert names.dictionary.equals(alone.events["name"].combine_chunks().dictionary) and len(names.dictionary) == 30_000
 
 
 def test_sizes_must_match_the_reads():

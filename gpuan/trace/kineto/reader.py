@@ -312,6 +312,15 @@ _KEPT_LOCK = threading.Lock()
 KEPT_BYTES = 16 << 20
 
 
+def _scratches(chunks: int) -> list[_Scratch]:
+    """Return the scratches of a scan whose blocks are cut into `chunks` chunks: two, one for the block
+    being settled and one for the block after it; one of SERIAL_ROWS rows for a scan without chunks."""
+    if not chunks:
+        return [_lend_scratch(0, SERIAL_ROWS)]
+    cap = BLOCK_BYTES // chunks // BYTES_PER_ROW + 64
+    return [_lend_scratch(chunks, cap) for _ in range(2)]
+
+
 def _lend_scratch(slots: int, cap: int) -> _Scratch:
     """Return a kept scratch of that shape (its pages already written once), else a new one."""
     with _KEPT_LOCK:
@@ -377,15 +386,14 @@ def scan_parts(
         size = src.expected_size()
         # a file too small to be cut into chunks is scanned by this thread alone: starting and stopping the
         # scanning threads took 1.3 ms of a 3.4 ms scan of a 17 KB trace
-        # a read beside others (files_side_by_side) may be given spare threads as it goes: its blocks are cut
-        # for as many as it may come to hold, and at one thread it scans them with one scanning thread
-        most = 1 if size < MIN_PARALLEL_BYTES else most_threads(threads)
-        chunks = 0 if most == 1 else most * CHUNKS_PER_THREAD
-        cap = (BLOCK_BYTES // chunks // BYTES_PER_ROW + 64) if chunks else SERIAL_ROWS
+        threads = 1 if size < MIN_PARALLEL_BYTES else threads
+        # a read beside others (files_side_by_side) may take their threads as they end, between blocks
+        may_grow = size >= MIN_PARALLEL_BYTES and most_threads(threads) > threads
+        chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD
         # the main thread's table (MAIN, for what it scans), then one per scanning thread
         tables = [StringTable(size) for _ in range(1 + (threads if chunks else 0))]
         # in parallel, the next block is scanned into one scratch while the block's chunks are taken from the other
-        scratches = [_lend_scratch(chunks, cap) for _ in range(2 if chunks else 1)]
+        scratches = _scratches(chunks)
         workers = stack.enter_context(_Workers(threads if chunks else 0, tables, size))
         expected = size // MIN_EVENT_BYTES + 1024
         out = Collected(len(tables), expected if part_rows is None else min(expected, part_rows + BLOCK_BYTES // 16))
@@ -416,8 +424,13 @@ def scan_parts(
         try:
             while True:
                 check_stop()  # a read beside others that were stopped (Ctrl-C) ends here, within a block
-                if chunks:
-                    workers.add(take_spare_threads(), out.strings)
+                if may_grow and (taken := take_spare_threads()):
+                    if not chunks:
+                        # scanned alone so far (the block in hand too): from the next block on, scanning threads
+                        # scan chunks (as many as the main thread and the threads taken), the main thread settles
+                        taken, chunks, ahead = taken + 1, (taken + 1) * CHUNKS_PER_THREAD, True
+                        scratches = _scratches(chunks)
+                    workers.add(taken, out.strings)
                 # the scanner releases the GIL: the next block is read and queued, so that the threads go on
                 # to it without a pause, and the block's chunks are drained as they are scanned
                 reads.give_back()

@@ -11,8 +11,10 @@ block (where it scans alone, at one thread or in a file under 1 MB, and the file
 block); then it settles the block: the event carried from the block before is scanned, and each chunk, as
 soon as it is scanned, has its start verified against where the previous chunk really ended (a wrong guess
 is scanned again) and its rows drained into the output columns, chunk by chunk in file order, while the
-threads scan on. Memory is bounded by the output columns plus a few fixed-size buffers, never by the input
-size.
+threads scan on. A read beside other reads of a run (:func:`gpuan.trace.threads.files_side_by_side`) takes
+the threads of those that have ended between blocks: more scanning threads, or, where it scanned alone,
+scanning threads from its next block on. Memory is bounded by the output columns plus a few fixed-size
+buffers, never by the input size.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
-from gpuan.trace.threads import check_stop, most_threads, take_spare_threads, thread_count
+from gpuan.trace.threads import check_stop, most_threads, take_spare_threads, thread_count, threads_held
 
 BLOCK_BYTES = 16 << 20
 # a compressed file's first block: its scan waits for its inflate (16 MB: 11 ms), so blocks start small and
@@ -380,7 +382,7 @@ def scan_parts(
     met so far (ids are global: a part's ids index its own ``strings``), its own metadata events and its
     first event's row number in the file; only the last part carries the file's metadata (what follows
     the events is read last). Raises TraceError as :func:`scan_file` does."""
-    threads = threads or thread_count()
+    threads = threads_held(threads or thread_count())  # beside other reads: what this read took so far too
     with ExitStack() as stack:
         src = stack.enter_context(open_bytes(path, ahead=False))
         size = src.expected_size()

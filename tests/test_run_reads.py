@@ -19,6 +19,7 @@ from gpuan.trace.threads import (
     ReadStopped,
     check_stop,
     files_side_by_side,
+    keep_threads,
     most_threads,
     take_spare_threads,
     threads_held,
@@ -231,34 +232,111 @@ def test_a_kineto_read_puts_the_threads_it_takes_to_work_and_reads_the_same(larg
     assert beside.metadata == alone.metadata
 
 
-@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
-def test_a_read_that_takes_threads_midway_numbers_its_strings_as_alone(tmp_path, monkeypatch, suffix):
-    """Blocks of 1 MB: a file of 30k distinct names (and args) read beside a read that ends at once switches
-    from scanning alone to scanning threads after a block or more; the table, strings and their order included,
-    is the one a read on one thread gives, plain and gzipped."""
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of 1 MB (the first read of a gzipped file 256 KB), cut into chunks from 256 KB: a few MB make a
+    file of many blocks."""
     monkeypatch.setattr(reader, "BLOCK_BYTES", 1 << 20)
     monkeypatch.setattr(reader, "FIRST_READ_BYTES", 256 << 10)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 256 << 10)
+
+
+def _many_strings(path, gz: bool) -> None:
+    """Write a trace of 60k events, 30k distinct names and thread names given as strings (their synthetic ids
+    follow the order the strings are met in), over 6 MB."""
     event = (
-        '{"ph": "X", "cat": "%s", "name": "op%d", "pid": 1, "tid": %d, "ts": %d, "dur": 3, '
+        '{"ph": "X", "cat": "%s", "name": "op%d", "pid": 1, "tid": "worker %d", "ts": %d, "dur": 3, '
         '"args": {"External id": %d, "Input Dims": [[%d, 64]], "Input type": ["float"]}}'
     )
     body = ",\n".join(
-        event % (("cpu_op", "kernel")[i % 2], (i * 7919) % 30_000, i % 3, 5 * i, i, i % 997) for i in range(60_000)
+        event % (("cpu_op", "kernel")[i % 2], (i * 7919) % 30_000, (i * 31) % 1000, 5 * i, i, i % 997)
+        for i in range(60_000)
     )
     text = '{"traceEvents": [\n' + body + "\n]}\n"
-    path = tmp_path / f"rank0{suffix}"
-    path.write_bytes(gzip.compress(text.encode(), 1) if suffix.endswith(".gz") else text.encode())
     assert len(text) > 6 * reader.BLOCK_BYTES
-    added = []
-    add = reader._Workers.add
-    monkeypatch.setattr(reader._Workers, "add", lambda self, n, strings: (added.append(n), add(self, n, strings)))
-    alone = kineto.read_kineto(str(path), threads=1)
-    _, beside = files_side_by_side([lambda t: 1, lambda t: kineto.read_kineto(str(path), threads=t)], 2)
-    assert added == [2]
-    assert beside.events.equals(alone.events) and beside.metadata == alone.metadata
-    names = beside.events["name"].combine_chunks()
-    assert names.dictionary.equals(alone.events["name"].combine_chunks().dictionary) and len(names.dictionary) == 30_000
+    path.write_bytes(gzip.compress(text.encode(), 1) if gz else text.encode())
+
+
+def _noting_growth(monkeypatch) -> tuple[list, list]:
+    """Record each _Workers.add (threads added, tables before) and each chunk scanned by a scanning thread."""
+    added, chunks = [], []
+    add, scan_chunk = reader._Workers.add, reader._scan_chunk
+
+    def noting_add(self, threads, strings):
+        added.append((threads, len(self._tables)))
+        return add(self, threads, strings)
+
+    def noting_chunk(*a):
+        chunks.append(a[1])
+        return scan_chunk(*a)
+
+    monkeypatch.setattr(reader._Workers, "add", noting_add)
+    monkeypatch.setattr(reader, "_scan_chunk", noting_chunk)
+    return added, chunks
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+@pytest.mark.parametrize(
+    "threads, grows",
+    [(2, (2, 1)), (3, (1, 3))],
+    ids=["alone-then-two-scanning-threads", "two-scanning-threads-then-three"],
+)
+def test_a_read_that_takes_threads_midway_reads_as_alone(tmp_path, monkeypatch, small_blocks, suffix, threads, grows):
+    """A file of many blocks read beside a read that ends at once: at 2 threads it starts alone on its one
+    thread and switches to two scanning threads; at 3 it starts with two and takes a third. Its strings, in
+    the order they are numbered, and its table are those of a read on one thread, plain and gzipped."""
+    path = tmp_path / f"rank0{suffix}"
+    _many_strings(path, suffix.endswith(".gz"))
+    alone_raw, alone = reader.scan_file(str(path), threads=1), kineto.read_kineto(str(path), threads=1)
+    added, chunks = _noting_growth(monkeypatch)
+    assert not chunks
+    raw, _ = files_side_by_side([lambda t: reader.scan_file(str(path), threads=t), lambda t: 1], threads)
+    assert added == [grows] and len(chunks) > 10
+    assert raw.strings == alone_raw.strings and len(raw.strings) > 31_000
+    added.clear()
+    table, _ = files_side_by_side([lambda t: kineto.read_kineto(str(path), threads=t), lambda t: 1], threads)
+    assert added == [grows]
+    assert table.events.equals(alone.events) and table.flows.equals(alone.flows)
+    assert table.metadata == alone.metadata and len(table.metadata["id_names"]) == 1000
+
+
+def test_a_read_does_not_take_threads_on_its_last_block(tmp_path, monkeypatch, small_blocks):
+    """A file of one block (mapped whole) has nothing left to share out once it could take a thread."""
+    path = tmp_path / "rank0.json"
+    path.write_text(
+        '{"traceEvents": [' + ",".join(f'{{"ph": "X", "name": "k", "ts": {i}, "dur": 1}}' for i in range(9000)) + "]}"
+    )
+    added, _ = _noting_growth(monkeypatch)
+    ended = threading.Event()
+
+    def after_the_other_ended(threads: int):
+        assert ended.wait(30)
+        time.sleep(0.1)  # its thread given back by then
+        return kineto.read_kineto(str(path), threads=threads)
+
+    files_side_by_side([lambda t: ended.set(), after_the_other_ended], 2)
+    assert added == []
+
+
+def test_a_read_whose_table_is_built_alone_gives_back_the_threads_it_holds():
+    """4 threads, 2 reads of 2 each: read 0 keeps one (its table is small) and read 1 takes the other."""
+    kept, took, seen = threading.Event(), threading.Event(), {}
+
+    def read0(threads: int) -> int:
+        keep_threads(1)
+        seen["read 0 holds"] = threads_held(threads)
+        kept.set()
+        assert took.wait(30)  # still running: its one thread is not given back yet
+        return 0
+
+    def read1(threads: int) -> int:
+        assert kept.wait(30)
+        seen["read 1 took"] = take_spare_threads()
+        took.set()
+        return 1
+
+    assert files_side_by_side([read0, read1], 4) == [0, 1]
+    assert seen == {"read 0 holds": 1, "read 1 took": 1}
 
 
 def test_sizes_must_match_the_reads():

@@ -114,6 +114,16 @@ def take_spare_threads() -> int:
     return taken
 
 
+def keep_threads(most: int) -> None:
+    """Give back what this read holds beyond `most` threads (at least one is kept), for the reads of the same
+    :func:`files_side_by_side` call still running to take: a read whose next work uses fewer (a table too
+    small to build on threads) does not sit on them. Elsewhere a no-op."""
+    place = _PLACE.get()
+    if place is not None and place.held > max(1, most):
+        place.free.give_back(place.held - max(1, most))
+        place.held = max(1, most)
+
+
 def threads_held(threads: int) -> int:
     """Return the threads this read holds now (given, and taken since), in a read of
     :func:`files_side_by_side`; elsewhere `threads`."""

@@ -8,7 +8,14 @@ from gpuan.trace.kineto.events import build_trace
 from gpuan.trace.kineto.reader import scan_file
 from gpuan.trace.memory import huge_pages, lean_memory
 from gpuan.trace.table import Trace
-from gpuan.trace.threads import check_stop, take_spare_threads, thread_count, threads_held
+from gpuan.trace.threads import (
+    PARALLEL_ROWS,
+    check_stop,
+    keep_threads,
+    take_spare_threads,
+    thread_count,
+    threads_held,
+)
 
 
 def scanner_is_compiled() -> bool:
@@ -33,7 +40,8 @@ def read_kineto(
     numba-CUDA; the same table), where it is a trace the GPU path takes whole. A read that
     :func:`gpuan.trace.threads.files_side_by_side` runs beside others raises ReadStopped, between blocks or
     before its table build, once its result is no longer wanted; it takes the threads of the reads beside it
-    that have ended (:func:`gpuan.trace.threads.take_spare_threads`) between blocks and for its table build."""
+    that have ended (:func:`gpuan.trace.threads.take_spare_threads`) between blocks and for a table built on
+    threads, and gives back all but one for a table built by one thread."""
     with lean_memory():
         raw = None
         if gpu:
@@ -45,7 +53,12 @@ def read_kineto(
         if raw is None:
             raw = scan_file(path, threads=threads, progress=progress)
         check_stop()
-        take_spare_threads()  # beside other reads that have ended: their threads build this table's columns too
+        # beside other reads: a table built on threads takes those of the reads that have ended; one built by
+        # this thread alone gives back the threads it took for its scan, to the reads still scanning
+        if raw.length >= PARALLEL_ROWS:
+            take_spare_threads()
+        else:
+            keep_threads(1)
         threads = threads_held(threads or thread_count())
         # the table's columns are written whole: on the 1 GB gen trace 136k -> 58k page faults, the build's
         # system time 0.47-0.54 -> 0.35-0.38 s, its peak RSS the same

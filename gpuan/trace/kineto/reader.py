@@ -426,13 +426,15 @@ def scan_parts(
         try:
             while True:
                 check_stop()  # a read beside others that were stopped (Ctrl-C) ends here, within a block
-                if may_grow and (taken := take_spare_threads()):
+                if may_grow and not block.eof and (taken := take_spare_threads()):
                     if not chunks:
                         # scanned alone so far (the block in hand too): from the next block on, scanning threads
                         # scan chunks (as many as the main thread and the threads taken), the main thread settles
-                        taken, chunks, ahead = taken + 1, (taken + 1) * CHUNKS_PER_THREAD, True
-                        scratches = _scratches(chunks)
+                        taken, ahead = taken + 1, True
                     workers.add(taken, out.strings)
+                    # the next blocks are cut for every scanning thread (the block in hand keeps its scratch)
+                    chunks = workers.count * CHUNKS_PER_THREAD
+                    scratches = _scratches(chunks)
                 # the scanner releases the GIL: the next block is read and queued, so that the threads go on
                 # to it without a pause, and the block's chunks are drained as they are scanned
                 reads.give_back()
@@ -569,6 +571,11 @@ class _Workers:
         self._size = size  # the file's size, which sizes a joining thread's string table
         self._tasks: queue.SimpleQueue[tuple[_Block, int] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+
+    @property
+    def count(self) -> int:
+        """Return the number of scanning threads started."""
+        return len(self._threads)
 
     def add(self, threads: int, strings: GlobalStrings) -> None:
         """Start `threads` more scanning threads, each with a string table of its own (and its map in

@@ -197,8 +197,8 @@ def files_side_by_side(
     share, spare = divmod(threads, at_once)
     stop, free = _Stop(len(reads)), _Free(threads, len(reads))
 
-    def run(index: int, read: Callable[[int], T], share: int) -> T:
-        place = _Place(stop, index, free, free.claim(share))
+    def run(index: int, read: Callable[[int], T], its_share: int) -> T:
+        place = _Place(stop, index, free, free.claim(its_share))
         token = _PLACE.set(place)
         try:
             if stop.stops(index):  # queued behind larger reads while one before it failed: not wanted

@@ -211,6 +211,37 @@ def test_the_threads_of_ended_reads_go_to_those_running_once_none_waits():
     assert take_spare_threads() == 0 and threads_held(3) == 3 and most_threads(3) == 3
 
 
+def test_reads_still_running_each_take_their_part_of_the_spare_threads():
+    """6 threads, 3 reads of 2 each: read 0 ends, and its 2 threads are shared by the two reads still running,
+    one each, not both taken by whichever asks first; what one leaves, it or the other may take later."""
+    asked, answered, seen = threading.Event(), threading.Event(), {}
+
+    def read0(threads: int) -> int:
+        return 0
+
+    def read1(threads: int) -> int:
+        taken = 0
+        for _ in range(3000):  # until read 0 has ended
+            taken = take_spare_threads()
+            if taken:
+                break
+            time.sleep(0.01)
+        seen["read 1 took"] = taken
+        asked.set()
+        assert answered.wait(30)  # still running while read 2 asks
+        return 1
+
+    def read2(threads: int) -> int:
+        assert asked.wait(30)
+        seen["read 2 took"] = take_spare_threads()
+        seen["read 2 holds"] = threads_held(threads)
+        answered.set()
+        return 2
+
+    assert files_side_by_side([read0, read1, read2], 6) == [0, 1, 2]
+    assert seen == {"read 1 took": 1, "read 2 took": 1, "read 2 holds": 3}
+
+
 def test_a_kineto_read_puts_the_threads_it_takes_to_work_and_reads_the_same(large_rank, monkeypatch):
     """Beside a read that ends at once, the large rank's read (given one thread: it scans alone) takes the spare
     thread between blocks and scans the blocks after with two scanning threads, the main thread settling; its

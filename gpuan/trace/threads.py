@@ -46,35 +46,45 @@ class _Stop:
 class _Free:
     """The threads of one :func:`files_side_by_side` call that no running read holds: a read takes its share
     as it starts and gives back all it holds as it ends; once no read waits to start, those still running
-    may take the rest (:meth:`take`)."""
+    may take the rest (:meth:`take`), each its part."""
 
     def __init__(self, total: int, reads: int) -> None:
         self.lock = threading.Lock()
         self.total = total
         self.count = total
         self.waiting = reads  # reads not started yet
+        self.running = 0
 
     def claim(self, share: int) -> int:
         """Return the threads a read starting now is given: its share (the reads running at once share the
         threads out, so the share is free whenever a read starts)."""
         with self.lock:
             self.waiting -= 1
+            self.running += 1
             given = max(1, min(share, self.count))
             self.count -= given
             return given
 
-    def give_back(self, held: int) -> None:
+    def give_back(self, threads: int) -> None:
+        """Take back `threads` threads of a running read."""
+        with self.lock:
+            self.count += threads
+
+    def end(self, held: int) -> None:
         """Take back the `held` threads of a read that has ended."""
         with self.lock:
             self.count += held
+            self.running -= 1
 
     def take(self, held: int) -> int:
         """Return how many free threads a running read holding `held` takes now: none while a read waits to
-        start (they are its share), else all there are, up to the call's total."""
+        start (they are its share), else its part of them (the free threads over the reads running, rounded
+        up: a read that asks again later takes what the others left), up to the call's total."""
         with self.lock:
             if self.waiting:
                 return 0
-            taken = max(0, min(self.count, self.total - held))
+            part = -(-self.count // max(1, self.running))
+            taken = max(0, min(part, self.total - held))
             self.count -= taken
             return taken
 
@@ -208,7 +218,7 @@ def files_side_by_side(
             stop.fail(index)
             raise
         finally:
-            free.give_back(place.held)
+            free.end(place.held)
             _PLACE.reset(token)
 
     pool = ThreadPoolExecutor(at_once, thread_name_prefix="gpuan-files")

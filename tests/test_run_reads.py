@@ -14,6 +14,7 @@ import pytest
 import gpuan
 from gpuan.errors import TraceError, UsageError
 from gpuan.trace import kineto
+from gpuan.trace import threads as threads_module
 from gpuan.trace.kineto import reader
 from gpuan.trace.threads import (
     ReadStopped,
@@ -242,6 +243,58 @@ def test_reads_still_running_each_take_their_part_of_the_spare_threads():
     assert seen == {"read 1 took": 1, "read 2 took": 1, "read 2 holds": 3}
 
 
+def test_a_read_that_ends_no_longer_counts_among_those_sharing_the_spare_threads():
+    """8 threads, 4 reads of 2 each: once reads 0 and 1 have ended, their 4 threads are shared by the two
+    reads still running: read 2 takes 2 of them (4 over 2 running), not 1 (4 over 4)."""
+    started, took, seen = threading.Event(), threading.Event(), {}
+
+    def ends(threads: int) -> int:
+        return 0
+
+    def read2(threads: int) -> int:
+        assert started.wait(30)
+        _free_threads(4)
+        seen["read 2 took"] = take_spare_threads()
+        took.set()
+        return 2
+
+    def read3(threads: int) -> int:
+        started.set()
+        assert took.wait(30)  # still running while read 2 takes
+        return 3
+
+    assert files_side_by_side([ends, ends, read2, read3], 8) == [0, 0, 2, 3]
+    assert seen == {"read 2 took": 2}
+
+
+def test_a_kineto_read_gives_back_before_building_a_small_table(tmp_path, monkeypatch):
+    """4 threads, 2 reads of 2 each: the Kineto read of a small file keeps one thread for its table build
+    (one thread builds it), and the read beside it takes the other while that build runs."""
+    path = tmp_path / "rank0.json"
+    path.write_text(
+        '{"traceEvents": [' + ",".join(f'{{"ph": "X", "name": "k", "ts": {i}, "dur": 1}}' for i in range(99)) + "]}"
+    )
+    building, took, seen = threading.Event(), threading.Event(), {}
+    build = kineto.build_trace
+
+    def waiting_build(*a, **k):
+        building.set()
+        assert took.wait(30)
+        return build(*a, **k)
+
+    monkeypatch.setattr(kineto, "build_trace", waiting_build)
+
+    def beside(threads: int) -> int:
+        assert building.wait(30)
+        _free_threads(1)
+        seen["took"] = take_spare_threads()
+        took.set()
+        return 1
+
+    table, _ = files_side_by_side([lambda t: kineto.read_kineto(str(path), threads=t), beside], 4)
+    assert len(table.events) == 99 and seen == {"took": 1}
+
+
 def test_a_kineto_read_puts_the_threads_it_takes_to_work_and_reads_the_same(large_rank, monkeypatch):
     """Beside a read that ends at once, the large rank's read (given one thread: it scans alone) takes the spare
     thread between blocks and scans the blocks after with two scanning threads, the main thread settling; its
@@ -288,8 +341,29 @@ def _many_strings(path, gz: bool) -> None:
     path.write_bytes(gzip.compress(text.encode(), 1) if gz else text.encode())
 
 
+def _free_threads(at_least: int) -> None:
+    """Wait (in a read of files_side_by_side) until at least `at_least` of the call's threads are free: the
+    reads meant to end before have ended and given theirs back."""
+    for _ in range(3000):
+        if threads_module._PLACE.get().free.count >= at_least:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"fewer than {at_least} threads free after 30 s")
+
+
+def _once_the_other_ended(read):
+    """Return `read` run once one thread of its files_side_by_side call is free (the other read has ended)."""
+
+    def run(threads: int):
+        _free_threads(1)
+        return read(threads)
+
+    return run
+
+
 def _noting_growth(monkeypatch) -> tuple[list, list]:
-    """Record each _Workers.add (threads added, tables before) and each chunk scanned by a scanning thread."""
+    """Record each _Workers.add (threads added, tables before) and each chunk scanned by a scanning thread
+    (its block's chunk count, the thread's table)."""
     added, chunks = [], []
     add, scan_chunk = reader._Workers.add, reader._scan_chunk
 
@@ -297,9 +371,9 @@ def _noting_growth(monkeypatch) -> tuple[list, list]:
         added.append((threads, len(self._tables)))
         return add(self, threads, strings)
 
-    def noting_chunk(*a):
-        chunks.append(a[1])
-        return scan_chunk(*a)
+    def noting_chunk(block, k, t, table):
+        chunks.append((block.starts.size, t))
+        return scan_chunk(block, k, t, table)
 
     monkeypatch.setattr(reader._Workers, "add", noting_add)
     monkeypatch.setattr(reader, "_scan_chunk", noting_chunk)
@@ -313,19 +387,25 @@ def _noting_growth(monkeypatch) -> tuple[list, list]:
     ids=["alone-then-two-scanning-threads", "two-scanning-threads-then-three"],
 )
 def test_a_read_that_takes_threads_midway_reads_as_alone(tmp_path, monkeypatch, small_blocks, suffix, threads, grows):
-    """A file of many blocks read beside a read that ends at once: at 2 threads it starts alone on its one
-    thread and switches to two scanning threads; at 3 it starts with two and takes a third. Its strings, in
-    the order they are numbered, and its table are those of a read on one thread, plain and gzipped."""
+    """A file of many blocks read once the read beside it has ended: at 2 threads it starts alone on its one
+    thread and switches to two scanning threads; at 3 it starts with two and takes a third, and its next blocks
+    are cut for three. Its strings, in the order they are numbered, and its table are those of a read on one
+    thread, plain and gzipped."""
     path = tmp_path / f"rank0{suffix}"
     _many_strings(path, suffix.endswith(".gz"))
     alone_raw, alone = reader.scan_file(str(path), threads=1), kineto.read_kineto(str(path), threads=1)
     added, chunks = _noting_growth(monkeypatch)
     assert not chunks
-    raw, _ = files_side_by_side([lambda t: reader.scan_file(str(path), threads=t), lambda t: 1], threads)
-    assert added == [grows] and len(chunks) > 10
+    scan = _once_the_other_ended(lambda t: reader.scan_file(str(path), threads=t))
+    raw, _ = files_side_by_side([scan, lambda t: 1], threads)
+    scanners = max(threads, 2)  # at 2 threads: the main thread's one and the one taken
+    assert added == [grows]
+    assert sum(n == scanners * reader.CHUNKS_PER_THREAD for n, _ in chunks) > 10
+    assert {t for _, t in chunks} == set(range(1, scanners + 1))
     assert raw.strings == alone_raw.strings and len(raw.strings) > 31_000
     added.clear()
-    table, _ = files_side_by_side([lambda t: kineto.read_kineto(str(path), threads=t), lambda t: 1], threads)
+    read = _once_the_other_ended(lambda t: kineto.read_kineto(str(path), threads=t))
+    table, _ = files_side_by_side([read, lambda t: 1], threads)
     assert added == [grows]
     assert table.events.equals(alone.events) and table.flows.equals(alone.flows)
     assert table.metadata == alone.metadata and len(table.metadata["id_names"]) == 1000
@@ -338,14 +418,7 @@ def test_a_read_does_not_take_threads_on_its_last_block(tmp_path, monkeypatch, s
         '{"traceEvents": [' + ",".join(f'{{"ph": "X", "name": "k", "ts": {i}, "dur": 1}}' for i in range(9000)) + "]}"
     )
     added, _ = _noting_growth(monkeypatch)
-    ended = threading.Event()
-
-    def after_the_other_ended(threads: int):
-        assert ended.wait(30)
-        time.sleep(0.1)  # its thread given back by then
-        return kineto.read_kineto(str(path), threads=threads)
-
-    files_side_by_side([lambda t: ended.set(), after_the_other_ended], 2)
+    files_side_by_side([lambda t: 1, _once_the_other_ended(lambda t: kineto.read_kineto(str(path), threads=t))], 2)
     assert added == []
 
 

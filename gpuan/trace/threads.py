@@ -45,8 +45,8 @@ class _Stop:
 
 class _Free:
     """The threads of one :func:`files_side_by_side` call that no running read holds: a read takes its share
-    as it starts and gives back all it holds as it ends; once no read waits to start, those still running
-    may take the rest (:meth:`take`), each its part."""
+    as it starts and gives back all it holds as it ends (some before, :func:`keep_threads`); once no read
+    waits to start, those still running may take the rest (:meth:`take`), each its part."""
 
     def __init__(self, total: int, reads: int) -> None:
         self.lock = threading.Lock()
@@ -76,15 +76,16 @@ class _Free:
             self.count += held
             self.running -= 1
 
-    def take(self, held: int) -> int:
-        """Return how many free threads a running read holding `held` takes now: none while a read waits to
-        start (they are its share), else its part of them (the free threads over the reads running, rounded
-        up: a read that asks again later takes what the others left), up to the call's total."""
+    def take(self, held: int, at_most: int | None = None) -> int:
+        """Return how many free threads a running read holding `held` takes now (no more than `at_most`):
+        none while a read waits to start (they are its share), else its part of them (the free threads over
+        the reads running, rounded up: a read that asks again later takes what the others left), up to the
+        call's total."""
         with self.lock:
             if self.waiting:
                 return 0
             part = -(-self.count // max(1, self.running))
-            taken = max(0, min(part, self.total - held))
+            taken = max(0, min(part, self.total - held, part if at_most is None else at_most))
             self.count -= taken
             return taken
 
@@ -112,14 +113,16 @@ def check_stop() -> None:
         raise ReadStopped()
 
 
-def take_spare_threads() -> int:
-    """Return how many more threads this read may use from now on, taken from the reads of the same
-    :func:`files_side_by_side` call that have ended (none while reads wait to start; at most the call's
-    threads in all); elsewhere 0. A long read asks between blocks and puts what it gets to work."""
+def take_spare_threads(at_most: int | None = None) -> int:
+    """Return how many more threads this read may use from now on (`at_most`: no more than that), taken from
+    the threads of the same :func:`files_side_by_side` call that no read holds: those of the reads that have
+    ended or given some back (none while reads wait to start; this read's part of them, the reads still
+    running sharing them; at most the call's threads in all); elsewhere 0. A long read asks between blocks
+    and puts what it gets to work."""
     place = _PLACE.get()
     if place is None:
         return 0
-    taken = place.free.take(place.held)
+    taken = place.free.take(place.held, at_most)
     place.held += taken
     return taken
 

@@ -426,7 +426,10 @@ def scan_parts(
         try:
             while True:
                 check_stop()  # a read beside others that were stopped (Ctrl-C) ends here, within a block
-                if may_grow and not block.eof and (taken := take_spare_threads()):
+                # threads that would scan at least MIN_PARALLEL_BYTES each of what is left (none on the last
+                # block), beyond those scanning now
+                useful = (size - block.base - pos) // MIN_PARALLEL_BYTES - max(1, workers.count)
+                if may_grow and not block.eof and useful > 0 and (taken := take_spare_threads(useful)):
                     if not chunks:
                         # scanned alone so far (the block in hand too): from the next block on, scanning threads
                         # scan chunks (as many as the main thread and the threads taken), the main thread settles

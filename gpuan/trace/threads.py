@@ -84,8 +84,8 @@ class _Free:
         with self.lock:
             if self.waiting:
                 return 0
-            part = -(-self.count // max(1, self.running))
-            taken = max(0, min(part, self.total - held, part if at_most is None else at_most))
+            taken = min(-(-self.count // max(1, self.running)), self.total - held)  # its part, up to the total
+            taken = max(0, taken if at_most is None else min(taken, at_most))
             self.count -= taken
             return taken
 

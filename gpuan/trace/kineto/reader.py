@@ -35,7 +35,7 @@ from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
-from gpuan.trace.threads import check_stop, most_threads, take_spare_threads, thread_count, threads_held
+from gpuan.trace.threads import check_stop, most_threads, take_spare_threads, thread_count
 
 BLOCK_BYTES = 16 << 20
 # a compressed file's first block: its scan waits for its inflate (16 MB: 11 ms), so blocks start small and
@@ -314,6 +314,12 @@ _KEPT_LOCK = threading.Lock()
 KEPT_BYTES = 16 << 20
 
 
+def _useful(size: int, block: _Block, pos: int, workers: _Workers) -> int:
+    """Return how many more threads would each scan MIN_PARALLEL_BYTES or more of the file from `pos` in
+    `block` on, beyond those scanning now (the main thread alone counts as one); 0 or less: none."""
+    return (size - block.base - pos) // MIN_PARALLEL_BYTES - max(1, workers.count)
+
+
 def _scratches(chunks: int) -> list[_Scratch]:
     """Return the scratches of a scan whose blocks are cut into `chunks` chunks: two, one for the block
     being settled and one for the block after it; one of SERIAL_ROWS rows for a scan without chunks."""
@@ -382,7 +388,7 @@ def scan_parts(
     met so far (ids are global: a part's ids index its own ``strings``), its own metadata events and its
     first event's row number in the file; only the last part carries the file's metadata (what follows
     the events is read last). Raises TraceError as :func:`scan_file` does."""
-    threads = threads_held(threads or thread_count())  # beside other reads: what this read took so far too
+    threads = threads or thread_count()
     with ExitStack() as stack:
         src = stack.enter_context(open_bytes(path, ahead=False))
         size = src.expected_size()
@@ -426,10 +432,7 @@ def scan_parts(
         try:
             while True:
                 check_stop()  # a read beside others that were stopped (Ctrl-C) ends here, within a block
-                # threads that would scan at least MIN_PARALLEL_BYTES each of what is left (none on the last
-                # block), beyond those scanning now
-                useful = (size - block.base - pos) // MIN_PARALLEL_BYTES - max(1, workers.count)
-                if may_grow and not block.eof and useful > 0 and (taken := take_spare_threads(useful)):
+                if may_grow and not block.eof and (taken := take_spare_threads(_useful(size, block, pos, workers))):
                     if not chunks:
                         # scanned alone so far (the block in hand too): from the next block on, scanning threads
                         # scan chunks (as many as the main thread and the threads taken), the main thread settles

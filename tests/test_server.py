@@ -241,6 +241,50 @@ def test_what_may_run_in_a_server():
     assert not client.wanted(["info", "/proc/self/fd/3"], {})
 
 
+def test_which_commands_start_a_server_with_auto():
+    auto = {"GPUAN_SERVER": "auto"}
+    assert client.starts_server(["info", "t.json"], auto)
+    assert client.starts_server(["info", "t.json"], {"GPUAN_SERVER": " AUTO "})
+    assert not client.starts_server(["info", "t.json"], {})  # by default a server is used, never started
+    assert not client.starts_server(["info", "t.json"], {"GPUAN_SERVER": "off"})
+    assert not client.starts_server(["info", "t.json"], {**auto, "PMI_RANK": "0"})
+    assert not client.starts_server(["info", "--help"], auto)
+    assert not client.starts_server(["server", "stop"], auto)
+
+
+def test_auto_starts_a_server_that_runs_the_next_commands(data_dir):
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    logs = runtime / "gpuan"
+    try:
+        alone = gpuan("info", str(data_dir / TRIAD), env=_env(runtime, GPUAN_SERVER="off"))
+        assert alone.returncode == 0
+        # without auto, a command run by itself starts nothing (the log is opened as a server is started)
+        assert gpuan("info", str(data_dir / TRIAD), env=_env(runtime)).stdout == alone.stdout
+        assert list(logs.glob("*.log")) == []
+
+        env = _env(runtime, GPUAN_SERVER="auto")
+        first = gpuan("info", str(data_dir / TRIAD), env=env)
+        assert (first.returncode, first.stdout, first.stderr) == (0, alone.stdout, alone.stderr)
+        deadline = time.monotonic() + 300  # its warm-up may compile what numba's cache lacks
+        while gpuan("server", "status", env=env).returncode != 0:
+            assert time.monotonic() < deadline, b"".join(p.read_bytes() for p in logs.glob("*.log"))
+            time.sleep(0.2)
+        assert served(env) == 0
+        second = gpuan("info", str(data_dir / TRIAD), env=env)
+        assert (second.returncode, second.stdout, second.stderr) == (0, alone.stdout, alone.stderr)
+        assert served(env) == 1
+        # a bad input gets its one-line error from the server too
+        bad = gpuan("info", str(runtime / "missing.json"), env=env)
+        assert bad.returncode == 2 and bad.stdout == b""
+        assert served(env) == 2
+        # with one running, no second is started: one server, one log line of its start
+        log = next(logs.glob("*.log")).read_bytes()
+        assert log.count(b"listening on") == 1 and b"runs or starts already" not in log
+    finally:
+        gpuan("server", "stop", env=_env(runtime))
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
 def test_a_socket_nobody_listens_on_is_passed_by_and_replaced(monkeypatch):
     runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
     try:

@@ -85,8 +85,16 @@ def _exit_on_sigterm():
 
 def run() -> None:
     """Console-script entry point: the command runs in this environment's server where one is running
-    (``gpuan server start``), else here."""
-    from gpuan.server.client import delegate
+    (``gpuan server start``), else here; with ``GPUAN_SERVER=auto``, a command that ran here then starts
+    one in the background for the commands after it."""
+    from gpuan.server.client import delegate, starts_server
 
-    code = delegate(sys.argv[1:])
-    sys.exit(main() if code is None else code)
+    argv = sys.argv[1:]
+    code = delegate(argv)
+    if code is None:
+        code = main()
+        if starts_server(argv) and code not in (130, 143):  # not after Ctrl-C or SIGTERM
+            from gpuan.cli.server import start_behind
+
+            start_behind()
+    sys.exit(code)

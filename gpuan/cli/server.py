@@ -63,20 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start(path: str, idle_s: float) -> int:
-    from gpuan.server.address import package_dir
-
     status = _ask(path, b"S")
     if status is not None:
         print(f"gpuan: a server already runs for this environment (pid {status['pid']}; {path})")
         return 0
-    log = path[: -len(".sock")] + ".log"
-    # the same gpuan as this command's, whatever the working directory holds: its directory first on the path
-    code = "import sys; sys.path[0] = sys.argv[1]; from gpuan.cli import main; sys.exit(main(sys.argv[2:]))"
-    argv = [sys.executable, "-c", code, os.path.dirname(package_dir()), "server", "run", "--idle", f"{idle_s / 60:g}"]
-    with open(log, "ab") as out:
-        child = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
-        )
+    child, log = _launch(path, idle_s)
     start = time.monotonic()
     locked_at = None
     while time.monotonic() - start < _READY_S:
@@ -102,6 +93,66 @@ def _start(path: str, idle_s: float) -> int:
         time.sleep(0.05)
     child.terminate()
     raise UsageError(f"the gpuan server was not ready after {_READY_S:g} s; see {log}")
+
+
+def start_behind(idle_s: float = DEFAULT_IDLE_S) -> None:
+    """Start this environment's server in the background and return at once, where none answers on its
+    socket (``GPUAN_SERVER=auto``, after a command that ran by itself): the commands after this one run in
+    it once it is warm. Two of these at once start one server (its lock), as two ``start`` do. Nothing is
+    started where the socket's directory is not usable; the note goes to a terminal only."""
+    from gpuan.server.address import AddressError, socket_path
+    from gpuan.server.client import connect
+
+    try:
+        path = socket_path()
+    except (AddressError, OSError):
+        return
+    sock = connect(path, timeout=1.0)  # one stopped with SIGSTOP still accepts: it is not replaced
+    if sock is not None:
+        sock.close()
+        return
+    if _locked(path):  # one warming up, started by a command just before
+        return
+    try:
+        _, log = _launch(path, idle_s)
+    except OSError:
+        return
+    if sys.stderr.isatty():
+        print(
+            f"gpuan: starting a server for the next commands (GPUAN_SERVER=auto; it stops after "
+            f"{idle_s / 60:g} idle minutes; log: {log})",
+            file=sys.stderr,
+        )
+
+
+def _locked(path: str) -> bool:
+    """Return whether a server holds the lock beside the socket `path` (one serving, or warming up)."""
+    import fcntl
+
+    try:
+        with open(path[: -len(".sock")] + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _launch(path: str, idle_s: float) -> tuple[subprocess.Popen, str]:
+    """Start ``gpuan server run`` for the socket `path` in a session of its own, its output appended to the
+    log beside the socket; returns the process and the log's path."""
+    from gpuan.server.address import package_dir
+
+    log = path[: -len(".sock")] + ".log"
+    # the same gpuan as this command's, whatever the working directory holds: its directory first on the path
+    code = "import sys; sys.path[0] = sys.argv[1]; from gpuan.cli import main; sys.exit(main(sys.argv[2:]))"
+    argv = [sys.executable, "-c", code, os.path.dirname(package_dir()), "server", "run", "--idle", f"{idle_s / 60:g}"]
+    with open(log, "ab") as out:
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
+        )
+    return child, log
 
 
 def _stop(path: str, idle_s: float) -> int:

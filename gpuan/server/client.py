@@ -42,6 +42,12 @@ def wanted(argv: list[str], environ=os.environ) -> bool:
     return environ.get("GPUAN_MPI", "").strip() != "1" and not any(v in environ for v in MPI_LAUNCHER_VARS)
 
 
+def starts_server(argv: list[str], environ=os.environ) -> bool:
+    """Whether the command `argv`, run by itself, should start a server for the commands after it: with
+    ``GPUAN_SERVER=auto``, for a command that may run in a server (:func:`wanted`)."""
+    return environ.get("GPUAN_SERVER", "").strip().lower() == "auto" and wanted(argv, environ)
+
+
 def connect(path: str, timeout: float = CONNECT_S) -> socket.socket | None:
     """Return a connection to the server listening at `path` (a descriptor above 2, so that it never
     stands in for a closed stdin, stdout or stderr), or None where none listens."""

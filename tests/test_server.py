@@ -252,37 +252,127 @@ def test_which_commands_start_a_server_with_auto():
     assert not client.starts_server(["server", "stop"], auto)
 
 
+def _stop_for_good(env: dict[str, str]) -> None:
+    """Stop the server of `env`, one still warming up too (``server stop`` waits for it)."""
+    gpuan("server", "stop", env=env)
+
+
+def _wait_ready(env: dict[str, str], logs: Path) -> None:
+    deadline = time.monotonic() + 300  # its warm-up may compile what numba's cache lacks
+    while gpuan("server", "status", env=env).returncode != 0:
+        assert time.monotonic() < deadline, b"".join(p.read_bytes() for p in logs.glob("*.log"))
+        time.sleep(0.2)
+
+
 def test_auto_starts_a_server_that_runs_the_next_commands(data_dir):
     runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
     logs = runtime / "gpuan"
+    trace = str(data_dir / TRIAD)
+    # warnings shown: the server the first command leaves running must not make it print one
+    plain = _env(runtime, PYTHONWARNINGS="default")
+    env = {**plain, "GPUAN_SERVER": "auto"}
     try:
-        alone = gpuan("info", str(data_dir / TRIAD), env=_env(runtime, GPUAN_SERVER="off"))
-        assert alone.returncode == 0
+        alone = gpuan("info", trace, env={**plain, "GPUAN_SERVER": "off"})
+        assert alone.returncode == 0 and alone.stderr == b""
         # without auto, a command run by itself starts nothing (the log is opened as a server is started)
-        assert gpuan("info", str(data_dir / TRIAD), env=_env(runtime)).stdout == alone.stdout
+        assert gpuan("info", trace, env=plain).stdout == alone.stdout
         assert list(logs.glob("*.log")) == []
 
-        env = _env(runtime, GPUAN_SERVER="auto")
-        first = gpuan("info", str(data_dir / TRIAD), env=env)
+        first = gpuan("info", trace, env=env)
         assert (first.returncode, first.stdout, first.stderr) == (0, alone.stdout, alone.stderr)
-        deadline = time.monotonic() + 300  # its warm-up may compile what numba's cache lacks
-        while gpuan("server", "status", env=env).returncode != 0:
-            assert time.monotonic() < deadline, b"".join(p.read_bytes() for p in logs.glob("*.log"))
-            time.sleep(0.2)
-        assert served(env) == 0
-        second = gpuan("info", str(data_dir / TRIAD), env=env)
+        # at once, while that server warms up: run by itself, and no second server started (its lock)
+        soon = gpuan("info", trace, env=env)
+        assert (soon.returncode, soon.stdout, soon.stderr) == (0, alone.stdout, alone.stderr)
+        _wait_ready(env, logs)
+        before = served(env)
+        second = gpuan("info", trace, env=env)
         assert (second.returncode, second.stdout, second.stderr) == (0, alone.stdout, alone.stderr)
-        assert served(env) == 1
-        # a bad input gets its one-line error from the server too
-        bad = gpuan("info", str(runtime / "missing.json"), env=env)
-        assert bad.returncode == 2 and bad.stdout == b""
-        assert served(env) == 2
-        # with one running, no second is started: one server, one log line of its start
+        assert served(env) == before + 1
+        bad = gpuan("info", str(runtime / "missing.json"), env=env)  # its one-line error, from the server
+        assert bad.returncode == 2 and bad.stdout == b"" and bad.stderr.count(b"\n") == 1
+        assert served(env) == before + 2
         log = next(logs.glob("*.log")).read_bytes()
         assert log.count(b"listening on") == 1 and b"runs or starts already" not in log
     finally:
-        gpuan("server", "stop", env=_env(runtime))
+        _stop_for_good(env)
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_auto_with_stderr_closed_keeps_the_exit_code(data_dir):
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    env = _env(runtime, GPUAN_SERVER="auto")
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "gpuan", "info", str(data_dir / TRIAD)],
+            env=env, stdout=subprocess.DEVNULL, pass_fds=(), preexec_fn=lambda: os.close(2), timeout=600,
+        )  # fmt: skip
+        assert r.returncode == 0
+    finally:
+        _stop_for_good(env)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_server_of_an_interpreter_with_flags_serves_its_commands(data_dir):
+    """Python's flags are in the key: the server is started with the command's own (-O here)."""
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    env = _env(runtime, GPUAN_SERVER="auto")
+    optimised = [sys.executable, "-O", "-m", "gpuan"]
+    try:
+        run = lambda *a: subprocess.run([*optimised, *a], env=env, capture_output=True, timeout=600)  # noqa: E731
+        assert run("info", str(data_dir / TRIAD)).returncode == 0
+        deadline = time.monotonic() + 300
+        while run("server", "status").returncode != 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert gpuan("server", "status", env=env).returncode == 1  # not the server of a plain interpreter
+        assert run("info", str(data_dir / TRIAD)).returncode == 0
+        assert b"1 command served" in run("server", "status").stdout
+        assert run("server", "stop").returncode == 0
+    finally:
+        subprocess.run([*optimised, "server", "stop"], env=env, capture_output=True, timeout=600)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_server_that_failed_is_not_started_again_by_auto_for_a_while(monkeypatch, tmp_path):
+    from gpuan.cli import server as server_cli
+    from gpuan.server import warm
+
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+        path = address.socket_path()
+
+        def failing():
+            raise RuntimeError("warm-up failed")
+
+        monkeypatch.setattr(warm, "warm", failing)
+        with pytest.raises(RuntimeError):
+            server_cli._run(path, 60.0)
+        marker = address.beside(path, ".failed")
+        assert os.path.exists(marker)
+        launched = []
+        monkeypatch.setattr(server_cli, "_launch", lambda p, idle: launched.append(p) or (None, "log"))
+        server_cli.start_behind()
+        assert launched == []
+        old = time.time() - server_cli.AUTO_BACK_OFF_S - 1
+        os.utime(marker, (old, old))
+        server_cli.start_behind()
+        assert launched == [path]
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_socket_path_too_long_for_unix_sockets_is_refused(monkeypatch):
+    long_dir = Path(tempfile.mkdtemp(prefix="g" * 80, dir="/tmp"))
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(long_dir))
+        with pytest.raises(address.AddressError, match="too long"):
+            address.socket_path()
+        env = _env(long_dir, GPUAN_SERVER="auto")
+        r = gpuan("server", "start", env=env)
+        assert r.returncode == 2 and b"too long for a Unix socket" in r.stderr and r.stderr.count(b"\n") == 1
+    finally:
+        shutil.rmtree(long_dir, ignore_errors=True)
 
 
 def test_a_socket_nobody_listens_on_is_passed_by_and_replaced(monkeypatch):

@@ -93,8 +93,12 @@ def run() -> None:
     code = delegate(argv)
     if code is None:
         code = main()
-        if starts_server(argv) and code not in (130, 143):  # not after Ctrl-C or SIGTERM
+        # not after Ctrl-C (130); SIGTERM, usage errors and crashes leave main by an exception, starting none
+        if code != 130 and starts_server(argv):
             from gpuan.cli.server import start_behind
 
-            start_behind()
+            try:
+                start_behind()
+            except KeyboardInterrupt:
+                code = 130
     sys.exit(code)

@@ -5,10 +5,12 @@ numba's cache loads each time."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 from gpuan.errors import UsageError
 
@@ -22,6 +24,8 @@ _ASK_S = 5.0
 EXIT_LOCKED = 3
 #: how long ``start`` waits for the server that holds the lock to answer (one that is starting does)
 _LOCKED_S = 60.0
+#: how long after a server failed to start (see ``server-<key>.failed``) ``GPUAN_SERVER=auto`` starts none
+AUTO_BACK_OFF_S = 600.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -62,11 +66,31 @@ def run(args: argparse.Namespace) -> int:
     return {"start": _start, "stop": _stop, "status": _status, "run": _run}[args.action](path, args.idle)
 
 
+@contextlib.contextmanager
+def _left_running() -> Iterator[None]:
+    """Within the block, a process object dropped while its process runs (a server, which outlives the
+    command that started it and is never waited for) gives no ResourceWarning ("still running")."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        yield
+
+
 def _start(path: str, idle_s: float) -> int:
+    with _left_running():
+        return _started(path, idle_s)  # its process object is dropped as it returns
+
+
+def _started(path: str, idle_s: float) -> int:
+    from gpuan.server.address import beside
+
     status = _ask(path, b"S")
     if status is not None:
         print(f"gpuan: a server already runs for this environment (pid {status['pid']}; {path})")
         return 0
+    with contextlib.suppress(FileNotFoundError):  # asked for by hand: tried again whatever failed before
+        os.remove(beside(path, ".failed"))
     child, log = _launch(path, idle_s)
     start = time.monotonic()
     locked_at = None
@@ -77,7 +101,8 @@ def _start(path: str, idle_s: float) -> int:
             print(
                 f"gpuan: server ready in {time.monotonic() - start:.1f} s (pid {status['pid']}; "
                 f"{warm['modules']} modules, {warm['signatures']} compiled functions loaded); "
-                f"gpuan commands of this environment run in it until it has been idle {idle_s / 60:g} min "
+                f"gpuan commands of this environment run in it until it has been idle "
+                f"{status.get('idle_s', idle_s) / 60:g} min "
                 f"(log: {log})"
             )
             return 0
@@ -96,28 +121,25 @@ def _start(path: str, idle_s: float) -> int:
 
 
 def start_behind(idle_s: float = DEFAULT_IDLE_S) -> None:
-    """Start this environment's server in the background and return at once, where none answers on its
-    socket (``GPUAN_SERVER=auto``, after a command that ran by itself): the commands after this one run in
-    it once it is warm. Two of these at once start one server (its lock), as two ``start`` do. Nothing is
-    started where the socket's directory is not usable; the note goes to a terminal only."""
-    from gpuan.server.address import AddressError, socket_path
-    from gpuan.server.client import connect
+    """Start this environment's server in the background and return at once (``GPUAN_SERVER=auto``, after
+    a command that ran by itself), where no server holds its lock (none serves, warms up or stops) and
+    none failed to start in the last :data:`AUTO_BACK_OFF_S` seconds: the commands after this one run in it
+    once it is warm. Two at the very same moment may both start one; the second stops at once (the lock).
+    Nothing is started where the socket's directory is not usable; the note goes to a terminal only."""
+    from gpuan.server.address import AddressError, beside, socket_path
 
     try:
         path = socket_path()
-    except (AddressError, OSError):
+    except AddressError:  # an OSError too
         return
-    sock = connect(path, timeout=1.0)  # one stopped with SIGSTOP still accepts: it is not replaced
-    if sock is not None:
-        sock.close()
-        return
-    if _locked(path):  # one warming up, started by a command just before
+    if _locked(path) or _failed_lately(beside(path, ".failed")):
         return
     try:
-        _, log = _launch(path, idle_s)
+        with _left_running():
+            log = _launch(path, idle_s)[1]  # the process object dropped here, inside the block
     except OSError:
         return
-    if sys.stderr.isatty():
+    if sys.stderr is not None and sys.stderr.isatty():  # None: started with stderr closed
         print(
             f"gpuan: starting a server for the next commands (GPUAN_SERVER=auto; it stops after "
             f"{idle_s / 60:g} idle minutes; log: {log})",
@@ -126,11 +148,15 @@ def start_behind(idle_s: float = DEFAULT_IDLE_S) -> None:
 
 
 def _locked(path: str) -> bool:
-    """Return whether a server holds the lock beside the socket `path` (one serving, or warming up)."""
+    """Return whether a server holds the lock beside the socket `path`: one serving (a stopped one too),
+    warming up or stopping. The probe takes the lock for an instant: a server starting in that instant
+    gives up, but the prober, having had it, starts one."""
     import fcntl
 
+    from gpuan.server.address import beside
+
     try:
-        with open(path[: -len(".sock")] + ".lock", "a") as lock:
+        with open(beside(path, ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
@@ -139,15 +165,26 @@ def _locked(path: str) -> bool:
     return False
 
 
-def _launch(path: str, idle_s: float) -> tuple[subprocess.Popen, str]:
-    """Start ``gpuan server run`` for the socket `path` in a session of its own, its output appended to the
-    log beside the socket; returns the process and the log's path."""
-    from gpuan.server.address import package_dir
+def _failed_lately(marker: str) -> bool:
+    """Return whether the failure `marker` (written by a server that ended on an error) is recent."""
+    try:
+        return time.time() - os.stat(marker).st_mtime < AUTO_BACK_OFF_S
+    except OSError:
+        return False
 
-    log = path[: -len(".sock")] + ".log"
+
+def _launch(path: str, idle_s: float) -> tuple[subprocess.Popen, str]:
+    """Start ``gpuan server run`` for the socket `path` in a session of its own, with this interpreter's
+    flags (``-O``, ``-X``, ``-W``: they are part of the server's key), its output appended to the log beside
+    the socket; returns the process and the log's path."""
+    from gpuan.server.address import beside, package_dir
+
+    log = beside(path, ".log")
     # the same gpuan as this command's, whatever the working directory holds: its directory first on the path
-    code = "import sys; sys.path[0] = sys.argv[1]; from gpuan.cli import main; sys.exit(main(sys.argv[2:]))"
-    argv = [sys.executable, "-c", code, os.path.dirname(package_dir()), "server", "run", "--idle", f"{idle_s / 60:g}"]
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from gpuan.cli import main; sys.exit(main(sys.argv[2:]))"
+    flags = subprocess._args_from_interpreter_flags()  # what multiprocessing passes its children, too
+    where = os.path.dirname(package_dir())
+    argv = [sys.executable, *flags, "-c", code, where, "server", "run", "--idle", f"{idle_s / 60:g}"]
     with open(log, "ab") as out:
         child = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True
@@ -157,6 +194,10 @@ def _launch(path: str, idle_s: float) -> tuple[subprocess.Popen, str]:
 
 def _stop(path: str, idle_s: float) -> int:
     status = _ask(path, b"Q")
+    deadline = time.monotonic() + _LOCKED_S
+    while status is None and _locked(path) and time.monotonic() < deadline:  # one warming up: stop it once up
+        time.sleep(0.05)
+        status = _ask(path, b"Q")
     if status is None:
         print("gpuan: no server runs for this environment")
         return 1
@@ -170,6 +211,9 @@ def _stop(path: str, idle_s: float) -> int:
 
 def _status(path: str, idle_s: float) -> int:
     status = _ask(path, b"S")
+    if status is None and _locked(path):
+        print(f"gpuan: a server of this environment is starting or stopping (it will listen on {path})")
+        return 1
     if status is None:
         print(f"gpuan: no server runs for this environment (it would listen on {path})")
         return 1
@@ -195,12 +239,13 @@ def _running(pids: list[int]) -> str:
 def _run(path: str, idle_s: float) -> int:
     import fcntl
 
+    from gpuan.server.address import beside
     from gpuan.server.serve import serve
     from gpuan.server.warm import fork_safe, warm
 
     # one server per socket: the lock is held as long as it serves (a socket left by a killed server is
     # then replaced, never one that answers)
-    lock = open(path[: -len(".sock")] + ".lock", "w")
+    lock = open(beside(path, ".lock"), "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -208,18 +253,24 @@ def _run(path: str, idle_s: float) -> int:
         print(f"gpuan: a gpuan server for this environment runs or starts already ({path})", file=sys.stderr)
         return EXIT_LOCKED
     with lock:
-        warmth = warm()
-        unsafe = fork_safe()
-        if unsafe:
-            raise UsageError(f"the server's warm-up imported {', '.join(unsafe)}; it cannot fork commands safely")
-        print(
-            f"gpuan server: warmed in {warmth.seconds:.1f} s: {warmth.modules} modules, {warmth.functions} numba "
-            f"functions, {warmth.signatures} compiled signatures",
-            file=sys.stderr,
-            flush=True,
-        )
-        os.chdir("/")  # holds no directory of the user's (a command takes its client's)
-        serve(path, warmth, idle_s=idle_s, log=sys.stderr, keep=(lock,))
+        try:
+            warmth = warm()
+            unsafe = fork_safe()
+            if unsafe:
+                raise UsageError(f"the server's warm-up imported {', '.join(unsafe)}; it cannot fork commands safely")
+            print(
+                f"gpuan server: warmed in {warmth.seconds:.1f} s: {warmth.modules} modules, {warmth.functions} "
+                f"numba functions, {warmth.signatures} compiled signatures",
+                file=sys.stderr,
+                flush=True,
+            )
+            os.chdir("/")  # holds no directory of the user's (a command takes its client's)
+            serve(path, warmth, idle_s=idle_s, log=sys.stderr, keep=(lock,))
+        except Exception:
+            # GPUAN_SERVER=auto starts none for a while (AUTO_BACK_OFF_S), rather than one failing after every command
+            with open(beside(path, ".failed"), "w"):
+                pass
+            raise
     return 0
 
 

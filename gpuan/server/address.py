@@ -105,7 +105,21 @@ def package_dir() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: the longest path a Unix socket may have (``sun_path`` less its NUL), less the ``.<pid>`` of the name a
+#: server binds first (:func:`gpuan.server.serve.serve`)
+MAX_SOCKET_PATH = 107 - 8
+
+
 def socket_path(environ: dict[str, str] | os._Environ = os.environ) -> str:
     """Return the path of the socket of the server for `environ` (see :func:`key`). Raises AddressError
-    as :func:`runtime_dir` does."""
-    return os.path.join(runtime_dir(), f"server-{key(environ)}.sock")
+    as :func:`runtime_dir` does, and where the path is too long for a Unix socket (a long
+    ``$XDG_RUNTIME_DIR``): no server could listen there."""
+    path = os.path.join(runtime_dir(), f"server-{key(environ)}.sock")
+    if len(path.encode()) > MAX_SOCKET_PATH:
+        raise AddressError(f"{path} is too long for a Unix socket; no gpuan server is used")
+    return path
+
+
+def beside(path: str, suffix: str) -> str:
+    """Return the path of the server's file `suffix` (".log", ".lock", ".failed") beside its socket `path`."""
+    return path[: -len(".sock")] + suffix

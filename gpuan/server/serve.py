@@ -61,7 +61,7 @@ def serve(path: str, warmth: Warmth, *, idle_s: float, log=sys.stderr, keep: tup
         return [listener, selector, wake_r, wake_w, *keep, *children.values()]
 
     def status() -> dict:
-        return _status(warmth, started, served, path, children)
+        return _status(warmth, started, served, path, children, idle_s)
 
     print(f"gpuan server: pid {os.getpid()} listening on {path}", file=log, flush=True)
     try:
@@ -125,8 +125,9 @@ def _accept(listener, children, inherited, status) -> str:
             conn.close()
 
 
-def _status(warmth: Warmth, started: float, served: int, path: str, children: dict) -> dict:
+def _status(warmth: Warmth, started: float, served: int, path: str, children: dict, idle_s: float) -> dict:
     return {
+        "idle_s": idle_s,
         "pid": os.getpid(),
         "socket": path,
         "started": started,

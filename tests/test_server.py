@@ -252,9 +252,16 @@ def test_which_commands_start_a_server_with_auto():
     assert not client.starts_server(["server", "stop"], auto)
 
 
-def _stop_for_good(env: dict[str, str]) -> None:
-    """Stop the server of `env`, one still warming up too (``server stop`` waits for it)."""
+@pytest.fixture
+def auto_env():
+    """The environment of commands with ``GPUAN_SERVER=auto`` and warnings shown, their sockets in a
+    directory of their own; the server they start is stopped at the end (one still warming up too:
+    ``server stop`` waits for it)."""
+    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
+    env = _env(runtime, GPUAN_SERVER="auto", PYTHONWARNINGS="default")
+    yield env
     gpuan("server", "stop", env=env)
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _wait_ready(env: dict[str, str], logs: Path) -> None:
@@ -264,52 +271,40 @@ def _wait_ready(env: dict[str, str], logs: Path) -> None:
         time.sleep(0.2)
 
 
-def test_auto_starts_a_server_that_runs_the_next_commands(data_dir):
-    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
-    logs = runtime / "gpuan"
+def test_auto_starts_a_server_that_runs_the_next_commands(auto_env, data_dir):
+    logs = Path(auto_env["XDG_RUNTIME_DIR"]) / "gpuan"
     trace = str(data_dir / TRIAD)
+    env, plain = auto_env, {k: v for k, v in auto_env.items() if k != "GPUAN_SERVER"}
     # warnings shown: the server the first command leaves running must not make it print one
-    plain = _env(runtime, PYTHONWARNINGS="default")
-    env = {**plain, "GPUAN_SERVER": "auto"}
-    try:
-        alone = gpuan("info", trace, env={**plain, "GPUAN_SERVER": "off"})
-        assert alone.returncode == 0 and alone.stderr == b""
-        # without auto, a command run by itself starts nothing (the log is opened as a server is started)
-        assert gpuan("info", trace, env=plain).stdout == alone.stdout
-        assert list(logs.glob("*.log")) == []
+    alone = gpuan("info", trace, env={**plain, "GPUAN_SERVER": "off"})
+    assert alone.returncode == 0 and alone.stderr == b""
+    # without auto, a command run by itself starts nothing (the log is opened as a server is started)
+    assert gpuan("info", trace, env=plain).stdout == alone.stdout
+    assert list(logs.glob("*.log")) == []
 
-        first = gpuan("info", trace, env=env)
-        assert (first.returncode, first.stdout, first.stderr) == (0, alone.stdout, alone.stderr)
-        # at once, while that server warms up: run by itself, and no second server started (its lock)
-        soon = gpuan("info", trace, env=env)
-        assert (soon.returncode, soon.stdout, soon.stderr) == (0, alone.stdout, alone.stderr)
-        _wait_ready(env, logs)
-        before = served(env)
-        second = gpuan("info", trace, env=env)
-        assert (second.returncode, second.stdout, second.stderr) == (0, alone.stdout, alone.stderr)
-        assert served(env) == before + 1
-        bad = gpuan("info", str(runtime / "missing.json"), env=env)  # its one-line error, from the server
-        assert bad.returncode == 2 and bad.stdout == b"" and bad.stderr.count(b"\n") == 1
-        assert served(env) == before + 2
-        log = next(logs.glob("*.log")).read_bytes()
-        assert log.count(b"listening on") == 1 and b"runs or starts already" not in log
-    finally:
-        _stop_for_good(env)
-        shutil.rmtree(runtime, ignore_errors=True)
+    first = gpuan("info", trace, env=env)
+    assert (first.returncode, first.stdout, first.stderr) == (0, alone.stdout, alone.stderr)
+    # at once, while that server warms up: run by itself, and no second server started (its lock)
+    soon = gpuan("info", trace, env=env)
+    assert (soon.returncode, soon.stdout, soon.stderr) == (0, alone.stdout, alone.stderr)
+    _wait_ready(env, logs)
+    before = served(env)
+    second = gpuan("info", trace, env=env)
+    assert (second.returncode, second.stdout, second.stderr) == (0, alone.stdout, alone.stderr)
+    assert served(env) == before + 1
+    bad = gpuan("info", str(logs / "missing.json"), env=env)  # its one-line error, from the server
+    assert bad.returncode == 2 and bad.stdout == b"" and bad.stderr.count(b"\n") == 1
+    assert served(env) == before + 2
+    log = next(logs.glob("*.log")).read_bytes()
+    assert log.count(b"listening on") == 1 and b"runs or starts already" not in log
 
 
-def test_auto_with_stderr_closed_keeps_the_exit_code(data_dir):
-    runtime = Path(tempfile.mkdtemp(prefix="gs", dir="/tmp"))
-    env = _env(runtime, GPUAN_SERVER="auto")
-    try:
-        r = subprocess.run(
-            [sys.executable, "-m", "gpuan", "info", str(data_dir / TRIAD)],
-            env=env, stdout=subprocess.DEVNULL, pass_fds=(), preexec_fn=lambda: os.close(2), timeout=600,
-        )  # fmt: skip
-        assert r.returncode == 0
-    finally:
-        _stop_for_good(env)
-        shutil.rmtree(runtime, ignore_errors=True)
+def test_auto_with_stderr_closed_keeps_the_exit_code(auto_env, data_dir):
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuan", "info", str(data_dir / TRIAD)],
+        env=auto_env, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(2), timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0
 
 
 def test_a_server_of_an_interpreter_with_flags_serves_its_commands(data_dir):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuan.arrays import stable_argsort, to_host
+from gpuan.arrays import stable_argsort, to_host, unique_rows
 from gpuan.replay.comms import N_TO_ONE, ONE_TO_N, OP, OPS
 from gpuan.replay.records import Records, find_sorted, lexsort, reduceat, run_numbers, run_starts
 
@@ -119,8 +119,7 @@ def pair_traffic(per_call: Records, pg_order) -> dict[str, np.ndarray]:
     )
     coll, src, dst, nbytes = (to_host(xp.concatenate([t[i] for t in transfers])) for i in range(4))
     in_order = np.argsort(coll, kind="stable")
-    pairs, index = np.unique(np.stack((src[in_order], dst[in_order]), axis=1), axis=0, return_inverse=True)
-    index = index.reshape(-1)
+    pairs, index = unique_rows([src[in_order], dst[in_order]])
     totals = np.zeros(len(pairs), np.float64)
     np.add.at(totals, index, nbytes[in_order])
     return {

@@ -173,3 +173,21 @@ def test_events_without_names_are_labelled_not_fatal(tmp_path):
     sol = gpuan("sol", trace)
     assert sol.returncode == 0, sol.stderr
     assert "(unnamed)" in sol.stdout
+
+
+def test_the_entry_point_collects_garbage_rarely_while_it_imports(monkeypatch):
+    """The console script raises the youngest generation's threshold before the command imports anything
+    (about 100 ms of a command's start on 2 cores: docs/benchmarks.md)."""
+    import gc
+
+    from gpuan.cli import run
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(sys, "argv", ["gpuan", "--version"])
+    monkeypatch.setenv("GPUAN_SERVER", "off")
+    try:
+        with pytest.raises(SystemExit):
+            run()
+        assert gc.get_threshold()[0] >= 100_000
+    finally:
+        gc.set_threshold(*before)

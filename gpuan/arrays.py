@@ -60,8 +60,9 @@ def _distinct(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
         return distinct, inverse.ravel()
     seen = np.zeros(span, bool)
     seen[key] = True
-    place = np.cumsum(seen) - 1
-    return np.flatnonzero(seen).astype(np.int64), place[key]
+    place = np.cumsum(seen, dtype=np.int32 if span < 2**31 else np.int64)  # 4 bytes a slot: less than np.unique
+    place -= 1
+    return np.flatnonzero(seen).astype(np.int64), place[key].astype(np.int64)
 
 
 def stable_argsort(xp: ModuleType, a):

@@ -348,3 +348,23 @@ def test_a_format_8_file_with_flows_in_its_footer_reads(tmp_path, data_dir):
         pq.ParquetFile(big)  # what gpuan's reader met before it raised the limit
     assert plain(parquet.read(big).events).equals(plain(t.events))
     assert parquet.stored_format(big) == "kineto"
+
+
+def test_parts_are_spilled_with_the_default_garbage_collection(tmp_path, data_dir, monkeypatch):
+    """The command line collects garbage rarely for its start (gpuan.cli.run); a convert under a ceiling
+    collects as often as Python by default, so that cycles holding a part's buffers are freed in time."""
+    import gc
+
+    from gpuan.trace import spill
+
+    seen = []
+    add = spill.Spill.add
+    monkeypatch.setattr(spill.Spill, "add", lambda self, table: seen.append(gc.get_threshold()) or add(self, table))
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, 10, 10)
+    try:
+        bounded.convert(data_dir / "kineto" / "a100_alexnet.json.gz", tmp_path / "t.parquet", max_memory=1 << 30)
+        assert seen and set(seen) == {(700, 10, 10)}
+        assert gc.get_threshold() == (100_000, 10, 10)  # as it was, once done
+    finally:
+        gc.set_threshold(*before)

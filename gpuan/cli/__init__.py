@@ -91,8 +91,10 @@ def run() -> None:
     from gpuan.server.client import delegate, starts_server
 
     # A command allocates millions of objects importing numpy, pyarrow, pandas and numba, few of them garbage;
-    # collecting the youngest generation every 700 allocations took 90-165 ms of a 1 s command (about 250
-    # collections, two of them full ones over everything imported so far). Every 100,000: one, 25-45 ms.
+    # collecting the youngest generation every 700 allocations took 128-165 ms of a 0.9-1.5 s command on
+    # Python 3.11 (about 250 collections, two of them full ones over everything imported so far). Every
+    # 100,000: one, 25-47 ms. A convert under a memory ceiling collects as often as by default
+    # (gpuan.trace.memory.prompt_collection).
     gc.set_threshold(100_000, 10, 10)
     argv = sys.argv[1:]
     code = delegate(argv)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuan.errors import UsageError
-from gpuan.trace.memory import lean_memory
+from gpuan.trace.memory import lean_memory, prompt_collection
 
 #: what a part costs per row while its table is built (scanned columns, the table, sort orders): measured
 #: 375 bytes on a 1 GB trace of ../shared/tools/gen_kineto_trace.py (docs/convert.md)
@@ -111,7 +111,7 @@ def convert(
     spill = Spill(Path(tempfile.mkdtemp(prefix=out.name + ".parts.", dir=out.parent)))
     meta: dict = {}
     try:
-        with lean_memory():
+        with lean_memory(), prompt_collection():
             whole = whole_file(str(source), rows, threads=threads, progress=_named(progress, "facts"))
             parts = part_traces(str(source), whole, rows, threads=threads, progress=_named(progress, "parts"))
             for trace in parts:

@@ -52,6 +52,21 @@ def lean_memory() -> Iterator[None]:
 
 
 @contextmanager
+def prompt_collection() -> Iterator[None]:
+    """Within the block, Python's garbage collector runs as often as by default (the command line makes it
+    rarer, for its start: :func:`gpuan.cli.run`): a memory ceiling counts on what falls out of use being
+    freed, and a reference cycle holding a part's buffers is freed only when it is collected."""
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+@contextmanager
 def huge_pages() -> Iterator[None]:
     """Within the block (inside :func:`lean_memory`, which turns it off), numpy asks the kernel to back
     arrays of 4 MB and more with 2 MB pages, where transparent huge pages are on for such requests: a page

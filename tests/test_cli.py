@@ -176,8 +176,8 @@ def test_events_without_names_are_labelled_not_fatal(tmp_path):
 
 
 def test_the_entry_point_collects_garbage_rarely_while_it_imports(monkeypatch):
-    """The console script raises the youngest generation's threshold before the command imports anything
-    (about 100 ms of a command's start on 2 cores: docs/benchmarks.md)."""
+    """The console script raises the youngest generation's threshold (about 100 ms of a command's start on 2
+    cores: docs/benchmarks.md); `run` sets it before it hands the command on or runs it."""
     import gc
 
     from gpuan.cli import run

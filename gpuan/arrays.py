@@ -54,7 +54,7 @@ def _distinct(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the distinct values of `key` (each in [0, span)) ascending and every element's index among
     them, as ``np.unique(key, return_inverse=True)`` does. Where the span is small beside the keys (a few
     ranks, devices and streams: nearly always), by marking each value in a table of the span, in one pass:
-    4 against 45 ms for 250k GPU events' streams, where np.unique sorts."""
+    unique_rows of 250k GPU events' (rank, device, stream) took 6 against 19 ms, where np.unique sorts."""
     if span > 4 * key.shape[0] + 1024:
         distinct, inverse = np.unique(key, return_inverse=True)
         return distinct, inverse.ravel()

@@ -1395,3 +1395,29 @@ def test_a_small_file_is_scanned_without_scanning_threads(tmp_path, monkeypatch)
     monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 256)  # the same file counted as large
     assert len(reader.scan_file(str(small), threads=2).columns["ts"]) == 50
     assert started == [0, 2]
+
+
+@pytest.mark.parametrize(("share", "asked", "scanning"), [(1.5, 2, 0), (2.0, 2, 2), (3.5, 4, 3), (9.0, 4, 4)])
+def test_a_file_is_scanned_by_as_many_threads_as_it_has_shares_for(tmp_path, monkeypatch, share, asked, scanning):
+    """Each scanning thread is given MIN_PARALLEL_BYTES of the file or more: a file of 1.5 shares is scanned by
+    the calling thread alone at 2 threads, one of 3.5 shares by 3 of the 4 threads asked for; the table is
+    the same."""
+    started = []
+
+    class Workers(reader._Workers):
+        def __init__(self, threads, tables, size):
+            started.append(threads)
+            super().__init__(threads, tables, size)
+
+    path = tmp_path / "trace.json"
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "ts": i, "dur": 1, "pid": 0, "tid": 7} for i in range(400)
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    whole = reader.scan_file(str(path), threads=1)
+    monkeypatch.setattr(reader, "_Workers", Workers)
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", int(path.stat().st_size / share))
+    raw = reader.scan_file(str(path), threads=asked)
+    assert started == [scanning]
+    assert raw.columns["ts"].tolist() == whole.columns["ts"].tolist() == [1000 * i for i in range(400)]  # ns
+    assert [raw.strings[i] for i in raw.columns["name"]] == [e["name"] for e in events]

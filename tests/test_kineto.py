@@ -792,6 +792,35 @@ def test_memcpy_kinds(data_dir):
         assert got == want
 
 
+def test_memcpy_kinds_from_names_and_arguments(tmp_path):
+    """Each memcpy's direction comes from its name, else from ROCm's "kind" argument (a hipMemcpyKind number
+    or a direction); a copy with neither, or whose argument is null or no direction, has none; other kinds'
+    rows have none. Many rows, few distinct names and arguments: each is read once."""
+    names = ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "CopyDeviceToHost", "hipMemcpy"]
+    kinds = [None, "1", "2", "DtoD", "0", "PtoP", "not a kind", "", 7]
+    events, want = [], []
+    for i in range(3_000):
+        name, arg = names[i % len(names)], kinds[i % len(kinds)]
+        event = {"ph": "X", "cat": "gpu_memcpy", "name": name, "ts": i, "dur": 1, "pid": 0, "tid": 7}
+        if i % 5:
+            event["args"] = {"kind": arg}
+        if name.startswith("Memcpy "):
+            want.append(name.split()[1])
+        elif i % 5 and isinstance(arg, str):
+            want.append({"1": "HtoD", "2": "DtoH", "0": "HtoH"}.get(arg, arg if arg.isalpha() else None))
+        else:
+            want.append(None)
+        events.append(event)
+        events.append({"ph": "X", "cat": "kernel", "name": "k", "ts": i, "dur": 1, "pid": 0, "tid": 7})
+    path = tmp_path / "copies.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    t = gpuan.load(path, use_cache=False)
+    copies = t.of_kind("memcpy").sort_by("ts")
+    assert copies["memcpy_kind"].to_pylist() == want
+    assert set(t.of_kind("kernel")["memcpy_kind"].to_pylist()) == {None}
+    assert {"HtoD", "DtoH", "DtoD", "HtoH", "PtoP", None} == set(want)
+
+
 def test_metadata(data_dir):
     t = gpuan.load(data_dir / "kineto" / "a100_ddp2_rank0_nccl.json.gz", use_cache=False)
     assert t.metadata["device_properties"][0]["name"] == "NVIDIA A100-PG509-200"

@@ -540,15 +540,20 @@ def _earliest(ts: np.ndarray) -> int | None:
 
 def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
     """Return the memcpy direction (HtoD, DtoH, DtoD, HtoH, PtoP, ...) of memcpy events, from the name
-    ("Memcpy HtoD (Pageable -> Device)") or, for ROCm, from the "kind" argument."""
+    ("Memcpy HtoD (Pageable -> Device)") or, for ROCm, from the "kind" argument; each distinct name and
+    argument read once, whatever the number of memcpy rows."""
     rows = np.flatnonzero(kind == KIND_CODE["memcpy"])
     index: dict[str, int] = {}
 
-    def code_of(text: str | None) -> int:
-        return -1 if not text else index.setdefault(text, len(index))
+    def codes_of(ids: np.ndarray, direction: Callable[[str], str | None]) -> np.ndarray:
+        """Return the code of each string id's direction (-1 for none, and for null ids, -1)."""
+        lookup = np.full(len(strings) + 1, -1, np.int64)  # the last slot: null ids
+        for i in used_codes(ids, len(strings)).tolist():
+            text = direction(strings[i])
+            lookup[i] = index.setdefault(text, len(index)) if text else -1
+        return lookup[ids]
 
-    by_name = {i: code_of(_kind_from_name(strings[i])) for i in np.unique(name_ids[rows]) if i >= 0}
-    codes = np.array([by_name.get(i, -1) for i in name_ids[rows]], np.int64) if rows.size else np.empty(0, np.int64)
+    codes = codes_of(name_ids[rows], _kind_from_name)
     a_idx, a_ids = arg_kind
     by_row = np.argsort(a_idx)
     a_idx, a_ids = a_idx[by_row], a_ids[by_row]
@@ -556,7 +561,7 @@ def _memcpy_kinds(name_ids, arg_kind, kind, strings) -> pa.Array:
         pos = np.searchsorted(a_idx, rows)
         pos = np.minimum(pos, a_idx.size - 1)
         has = (a_idx[pos] == rows) & (codes < 0)
-        codes[has] = [code_of(_kind_from_arg(strings[a_ids[p]])) for p in pos[has]]
+        codes[has] = codes_of(a_ids[pos[has]], _kind_from_arg)
     return dict_column(codes, list(index), idx=rows, length=kind.size)
 
 

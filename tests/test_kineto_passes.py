@@ -1,6 +1,6 @@
 """The Kineto build's compiled passes against numpy doing the same: the row order against the table's
 `kind_time_order` (which the other readers use), with each file row's place in it; the category codes and
-kinds against numpy's gathers."""
+kinds against numpy's gathers; B/E pairs against a walk over the events in Python."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from gpuan.trace.kineto.categories import codes_and_kinds
 from gpuan.trace.kineto.events import _settle_events
 from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import scan_file
+from gpuan.trace.kineto.spans import pair_begin_end
 from gpuan.trace.table import NULL64, kind_time_order
 
 
@@ -94,3 +95,37 @@ def test_codes_and_kinds_as_numpy_gathers(with_steps):
     np.testing.assert_array_equal(cats, cat_map[cat_ids])
     np.testing.assert_array_equal(kinds, want_kinds)
     assert (cat_ids == -1).any() and (ops & steps[name_ids] & (name_ids == -1)).any() and (ops & ~steps[name_ids]).any()
+
+
+def spans_walked(begins, ends, ts, pid, tid) -> tuple[list[int], list[int]]:
+    """B/E pairs as the rule says, one event at a time: on each pid and tid, in time order (file order breaking
+    ties), an E closes the latest open B."""
+    is_end = set(ends.tolist())
+    events = sorted((int(pid[r]), int(tid[r]), int(ts[r]), int(r), int(r) in is_end) for r in [*begins, *ends])
+    open_: dict[tuple[int, int], list[int]] = {}
+    closed = {}
+    for p, t, _, r, is_end in events:
+        stack = open_.setdefault((p, t), [])
+        if not is_end:
+            stack.append(r)
+        elif stack:
+            b = stack.pop()
+            closed[b] = int(ts[r] - ts[b])
+    return sorted(closed), [closed[b] for b in sorted(closed)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_begin_end_pairs(seed):
+    """Nested and interleaved spans on a few pids and tids (negative ones: string pids' synthetic ids), times
+    with ties, Es with no open B, Bs never closed, file order unlike time order."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    ts = rng.integers(0, n // 4 + 2, n).astype(np.int64)
+    pid = rng.choice(np.array([-(1 << 32), 0, 7]), n).astype(np.int64)
+    tid = rng.integers(-2, 3, n).astype(np.int64)
+    phase = rng.choice(np.array([0, 1, 2]), n, p=[0.45, 0.45, 0.1])  # B, E, or another event
+    begins, ends = np.flatnonzero(phase == 0), np.flatnonzero(phase == 1)
+    rows, durations = pair_begin_end(begins, ends, ts, pid, tid)
+    want_rows, want_durations = spans_walked(begins, ends, ts, pid, tid)
+    assert rows.tolist() == want_rows and durations.tolist() == want_durations
+    assert len(want_rows) > 0 or min(begins.size, ends.size) == 0

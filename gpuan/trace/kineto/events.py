@@ -22,6 +22,7 @@ from gpuan.trace.kineto.categories import codes_and_kinds
 from gpuan.trace.kineto.order import table_order
 from gpuan.trace.kineto.reader import RawTrace
 from gpuan.trace.kineto.shapes import one_line_each
+from gpuan.trace.kineto.spans import pair_begin_end
 from gpuan.trace.launch_dims import WORK_ITEM_LAUNCHES, grids_in_workgroups
 from gpuan.trace.memory import release
 from gpuan.trace.schema import FLOW_SCHEMA, kind_codes, normalise_category
@@ -495,29 +496,6 @@ def _complete_durations(ts, dur, ph, pid, tid, paired=None):
     keep = np.ones(ts.size, bool)
     keep[ends] = False
     return ts, dur, keep
-
-
-def pair_begin_end(
-    begins: np.ndarray, ends: np.ndarray, ts: np.ndarray, pid: np.ndarray, tid: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Return (rows of the B events that an E event closes, ascending; their durations): on each pid and
-    tid, in time order (file order breaking ties), an E closes the latest open B. `begins` and `ends` are
-    rows (file order) into the columns ts, pid and tid."""
-    rows = np.concatenate([begins, ends])
-    is_end = np.concatenate([np.zeros(begins.size, bool), np.ones(ends.size, bool)])
-    order = np.lexsort((rows, ts[rows], tid[rows], pid[rows]))
-    stacks: dict[tuple[int, int], list[int]] = {}
-    closed: dict[int, int] = {}
-    for j in order:
-        r = int(rows[j])
-        key = (int(pid[r]), int(tid[r]))
-        if not is_end[j]:
-            stacks.setdefault(key, []).append(r)
-        elif stacks.get(key):
-            b = stacks[key].pop()
-            closed[b] = int(ts[r] - ts[b])
-    b_rows = np.array(sorted(closed), np.int64)
-    return b_rows, np.array([closed[b] for b in b_rows.tolist()], np.int64)
 
 
 def _base_time(ts: np.ndarray, flow_ts: np.ndarray | None) -> int:

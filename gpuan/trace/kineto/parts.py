@@ -30,10 +30,10 @@ from gpuan.trace.kineto.events import (
     check_complete_events,
     check_timed,
     device_values,
-    pair_begin_end,
     work_item_launches,
 )
 from gpuan.trace.kineto.reader import scan_parts
+from gpuan.trace.kineto.spans import pair_begin_end
 from gpuan.trace.memory import lean_memory
 from gpuan.trace.table import Trace
 

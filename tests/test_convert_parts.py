@@ -180,6 +180,40 @@ def test_many_parts_merge_in_rounds(tmp_path, data_dir, monkeypatch, fan_in):
     assert not list(tmp_path.rglob("*.parts.*")), "the spilled parts and merged runs are removed"
 
 
+@pytest.mark.parametrize("kept", [None, 1])
+def test_the_merge_maps_each_dictionary_onto_its_words_once(tmp_path, data_dir, monkeypatch, kept):
+    """A run's batches and the slices the merge takes of them share their part's dictionary: the merge maps it
+    onto the column's words once, not once a slice (far fewer words read than the dictionaries asked about
+    hold). With one map kept, each forgotten at once (a dictionary freed since may have left its memory to
+    another), the file is the same."""
+    from gpuan.trace import spill
+
+    src = data_dir / "kineto" / "mi300x_qwen05b_inference.json.gz"  # input shapes: large dictionaries
+    if not src.exists():
+        pytest.skip(f"{src} is not there (../shared/data)")
+    monkeypatch.setattr(spill, "BATCH_ROWS", 64)  # many batches a run, many slices a batch
+    if kept:
+        monkeypatch.setattr(spill._Vocabulary, "KEPT", kept)
+    asked, made = [], []
+    ids = spill._Vocabulary.ids
+
+    def counting(self, column, dictionary):
+        before = [v[1] for v in self._maps.values()]
+        got = ids(self, column, dictionary)
+        asked.append(len(dictionary))
+        if not any(got is b for b in before):
+            made.append(len(dictionary))
+        return got
+
+    monkeypatch.setattr(spill._Vocabulary, "ids", counting)
+    whole, parts = convert_both(src, tmp_path, 997, monkeypatch)
+    assert_same_file(whole, parts)
+    if kept is None:
+        assert 0 < sum(made) * 2 < sum(asked), (sum(made), sum(asked))  # words read, words asked about
+    else:
+        assert sum(made) > sum(asked) // 2  # nearly every dictionary read again
+
+
 def gpuan(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gpuan", *map(str, args)], capture_output=True, text=True)
 

@@ -106,8 +106,10 @@ def test_measured_gaps_are_kept_when_operations_move():
 
 
 def test_launch_orders():
-    assert issue_order(2, 2, "breadth") == [(0, 0), (1, 0), (0, 1), (1, 1)]
-    assert issue_order(2, 2, "depth") == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert issue_order(2, 2, "breadth").tolist() == [[0, 0], [1, 0], [0, 1], [1, 1]]
+    assert issue_order(2, 2, "depth").tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert issue_order(3, 2, "breadth").tolist() == [[0, 0], [1, 0], [0, 1], [1, 1], [0, 2], [1, 2]]
+    assert issue_order(3, 2, "depth").tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
     with pytest.raises(ValueError):
         issue_order(2, 2, "random")
 
@@ -291,3 +293,47 @@ def test_the_event_loops_long_steps_are_inlined_at_most_twice():
     assert len(steps) > 15 and copies["place_blocks"] >= 1 and copies["push"] >= 2
     long = {name: copies[name] for name, node in steps.items() if node.end_lineno - node.lineno >= 15}
     assert long and max(long.values()) <= 2, long
+
+
+def test_workload_kinds_pageable_and_overheads_follow_their_rules(tmp_path):
+    """The workload's kinds (a kernel; a memcpy by its direction, any other or none a device copy; anything
+    else other), its pageable copies (by name, any case), its names, and the median gap of each transition,
+    worked out one operation at a time here, on a stream of kernels, copies of every direction and memsets."""
+    import gpuan
+    from gpuan.streams.workload import KIND_NAMES, overheads, workload
+
+    rng = np.random.default_rng(3)
+    names = {
+        "kernel": ["gemm", "relu"],
+        "memcpy": ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> PAGEABLE)", "Memcpy DtoD", "memcpy"],
+        "memset": ["Memset (Device)"],
+    }
+    cats = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+    events, t = [], 0
+    for _ in range(600):
+        kind = ["kernel", "memcpy", "memset"][int(rng.integers(0, 3))]
+        name = names[kind][int(rng.integers(0, len(names[kind])))]
+        t += int(rng.integers(1, 50))
+        dur = int(rng.integers(1, 20))
+        events.append({"ph": "X", "cat": cats[kind], "name": name, "ts": t, "dur": dur, "pid": 0, "tid": 7,
+                       "args": {"stream": 7, "device": 0}})  # fmt: skip
+        t += dur
+    path = tmp_path / "ops.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    w = workload(gpuan.load(path, use_cache=False))
+
+    def kind_of(e: dict) -> int:
+        if e["cat"] == "kernel":
+            return KERNEL
+        if e["cat"] == "gpu_memcpy":
+            return {"HtoD": H2D, "DtoH": D2H}.get(e["name"].split()[1] if " " in e["name"] else "", 3)
+        return OTHER
+
+    assert w.kind.tolist() == [kind_of(e) for e in events]
+    assert w.names == [e["name"] for e in events]
+    assert w.pageable.tolist() == ["pageable" in e["name"].lower() for e in events]
+    groups: dict[str, list[float]] = {}
+    for i in range(1, len(w)):
+        groups.setdefault(f"{KIND_NAMES[w.kind[i - 1]]}->{KIND_NAMES[w.kind[i]]}", []).append(float(w.gap[i]))
+    assert overheads(w) == {k: float(np.median(v)) for k, v in sorted(groups.items())}
+    assert len(groups) > 9

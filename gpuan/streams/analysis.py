@@ -81,8 +81,8 @@ def _operations(prediction: Prediction) -> pa.Table:
     return pa.table({
         "stream": pa.array(np.asarray(timeline.stream, np.int64)),
         "index": pa.array(index),
-        "name": pa.array([work.names[i] for i in index.tolist()], pa.string()),
-        "kind": pa.array([KIND_NAMES[kind] for kind in work.kind[index].tolist()], pa.string()),
+        "name": pa.array(work.names, pa.string()).take(index),
+        "kind": pa.array(KIND_NAMES, pa.string()).take(work.kind[index].astype(np.int64)),
         "start_ns": pa.array(np.asarray(timeline.start, np.float64)),
         "end_ns": pa.array(np.asarray(timeline.end, np.float64)),
         "issued_ns": pa.array(np.asarray(timeline.issued, np.float64)),

@@ -59,7 +59,7 @@ from numba import njit
 from gpuan.devices import GPU
 from gpuan.options import STREAMS_LAUNCH_ORDERS, STREAMS_UNDIMENSIONED
 from gpuan.streams.occupancy import WARP, block_needs, fit, sm_capacity
-from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, Workload
+from gpuan.streams.workload import COPY, D2H, H2D, KERNEL, KIND_NAMES, Workload
 
 
 @dataclass(frozen=True)
@@ -100,14 +100,14 @@ class Timeline:
         return float(self.end.max() - self.start.min()) if self.end.size else 0.0
 
 
-def issue_order(n_ops: int, n_streams: int, order: str) -> list[tuple[int, int]]:
-    """Return (stream, op) pairs in the order the host issues them: ``breadth`` issues operation k of
-    every stream before operation k+1 of any; ``depth`` issues all of stream 0, then stream 1, ..."""
-    if order == "breadth":
-        return [(stream, k) for k in range(n_ops) for stream in range(n_streams)]
-    if order == "depth":
-        return [(stream, k) for stream in range(n_streams) for k in range(n_ops)]
-    raise ValueError(f"launch order must be one of {STREAMS_LAUNCH_ORDERS}, not {order!r}")
+def issue_order(n_ops: int, n_streams: int, order: str) -> np.ndarray:
+    """Return the (stream, op) pairs in the order the host issues them, as rows of an (n_streams * n_ops, 2)
+    array: ``breadth`` issues operation k of every stream before operation k+1 of any; ``depth`` issues all
+    of stream 0, then stream 1, ..."""
+    if order not in ("breadth", "depth"):
+        raise ValueError(f"launch order must be one of {STREAMS_LAUNCH_ORDERS}, not {order!r}")
+    stream, op = np.meshgrid(np.arange(n_streams), np.arange(n_ops), indexing="xy" if order == "breadth" else "ij")
+    return np.stack([stream.ravel(), op.ravel()], axis=1)
 
 
 @dataclass(frozen=True)
@@ -170,8 +170,9 @@ def simulate(w: Workload, settings: Settings, progress: Callable[[int, int], Non
     if problems:
         raise BlockTooBig(problems[0])
     blocks = kernel_blocks(w, gpu, settings.undimensioned)
-    direction = np.array([_direction(k) for k in w.kind], np.int64)
-    order = np.array([stream * m + k for stream, k in issue_order(m, n, settings.launch_order)], np.int64)
+    direction = _DIRECTION[np.asarray(w.kind, np.int64)]
+    pairs = issue_order(m, n, settings.launch_order)
+    order = (pairs[:, 0] * m + pairs[:, 1]).astype(np.int64)
     turn = settings.copy_turn_ns if settings.copy_turn_ns is not None else math.inf
     first_turn = settings.copy_first_turn_ns if settings.copy_first_turn_ns is not None else turn
     args = (
@@ -215,8 +216,9 @@ def _reporting(args: tuple, done: np.ndarray, total: int, progress: Callable[[in
     return out[0]
 
 
-def _direction(kind: int) -> int:
-    return {H2D: 0, D2H: 1, COPY: 2}.get(int(kind), -1)
+#: each workload kind's copy direction (0 to the device, 1 to the host, 2 within it), -1 for non-copies
+_DIRECTION = np.full(len(KIND_NAMES), -1, np.int64)
+_DIRECTION[[H2D, D2H, COPY]] = [0, 1, 2]
 
 
 # Event kinds. Events are (time, sequence number, kind, a, b, copy_op): equal times pop in the order pushed;

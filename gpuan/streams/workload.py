@@ -107,19 +107,10 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
         device, stream_id = match[0]
     ops = ops.filter(pc.equal(pc.fill_null(ops["stream"], -1), stream_id))
 
-    kind_col = ops["kind"].combine_chunks().dictionary_decode().to_pylist()
-    copy_kind = ops["memcpy_kind"].combine_chunks()
-    copy_kind = copy_kind.dictionary_decode().to_pylist() if copy_kind.type != pa.null() else [None] * ops.num_rows
-    names = [str(n) for n in ops["name"].combine_chunks().dictionary_decode().to_pylist()]
-    kind = np.empty(ops.num_rows, np.int8)
-    for i, (k, copy) in enumerate(zip(kind_col, copy_kind)):
-        if k == "kernel":
-            kind[i] = KERNEL
-        elif k == "memcpy":
-            kind[i] = {"HtoD": H2D, "DtoH": D2H}.get(copy or "", COPY)
-        else:
-            kind[i] = OTHER
-    pageable = np.array(["pageable" in n.lower() for n in names], bool)
+    kind = _kinds(ops)
+    name = pc.fill_null(ops["name"].combine_chunks().dictionary_decode(), "None")
+    names = name.to_pylist()
+    pageable = pc.match_substring(name, "pageable", ignore_case=True).to_numpy(zero_copy_only=False)
 
     ts = _filled(ops, "ts").astype(np.float64)
     dur = _filled(ops, "dur").astype(np.float64)
@@ -135,14 +126,31 @@ def workload(trace: Trace, *, stream: int | None = None, source: str = "trace") 
     )  # fmt: skip
 
 
+def _kinds(ops: pa.Table) -> np.ndarray:
+    """Return each operation's workload kind (H2D, D2H, KERNEL, COPY or OTHER): a kernel, a memcpy by its
+    direction (HtoD, DtoH; any other or none: COPY), else OTHER; one lookup per distinct kind and direction."""
+    kinds = ops["kind"].combine_chunks()
+    of_kind = np.array(
+        [KERNEL if k == "kernel" else COPY if k == "memcpy" else OTHER for k in kinds.dictionary.to_pylist()]
+    )
+    kind = of_kind[kinds.indices.to_numpy(zero_copy_only=False)].astype(np.int8)
+    copies = ops["memcpy_kind"].combine_chunks()
+    if copies.type != pa.null() and copies.null_count < len(copies):
+        direction = np.array([{"HtoD": H2D, "DtoH": D2H}.get(d, COPY) for d in copies.dictionary.to_pylist()] + [COPY])
+        codes = copies.indices.fill_null(-1).to_numpy(zero_copy_only=False)  # -1: the last slot, no direction
+        kind = np.where(kind == COPY, direction[codes], kind).astype(np.int8)
+    return kind
+
+
 def overheads(w: Workload) -> dict[str, float]:
     """Return the median measured gap (ns) for each transition seen in the workload, keyed like
     ``"H2D->kernel"``: the overheads the prediction keeps when operations move."""
-    groups: dict[str, list[float]] = {}
-    for i in range(1, len(w)):
-        key = f"{KIND_NAMES[w.kind[i - 1]]}->{KIND_NAMES[w.kind[i]]}"
-        groups.setdefault(key, []).append(float(w.gap[i]))
-    return {k: float(np.median(v)) for k, v in sorted(groups.items())}
+    pair = w.kind[:-1].astype(np.int64) * len(KIND_NAMES) + w.kind[1:]
+    out = {}
+    for p in np.unique(pair).tolist():
+        before, after = divmod(p, len(KIND_NAMES))
+        out[f"{KIND_NAMES[before]}->{KIND_NAMES[after]}"] = float(np.median(w.gap[1:][pair == p]))
+    return dict(sorted(out.items()))
 
 
 def bandwidths(w: Workload) -> dict[str, float]:

@@ -23,6 +23,7 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
+from gpuan.arrays import unique_rows
 from gpuan.engine import CPU
 from gpuan.replay.walk import walk
 from gpuan.trace.launch import link
@@ -125,21 +126,23 @@ class _Described:
 
     def ops(self, rows: np.ndarray) -> np.ndarray:
         """Return the operation code of each row: its ``collective`` column, else its name."""
-        pairs = zip(self.name_code[rows], self.coll_code[rows])
-        return np.array([OP[op_name(str(self.names[c]), self.colls[k])] for c, k in pairs], np.int16)
+        return _per_distinct(
+            (self.name_code[rows], self.coll_code[rows]),
+            lambda c, k: OP[op_name(str(self.names[c]), self.colls[k])],
+        ).astype(np.int16)
 
     def nbytes(self, rows: np.ndarray) -> np.ndarray:
         """Return the message bytes of each row: its ``bytes``, else its element count times the size of
         its dtype, else its first input's shape times the size of its type; 0 where none says."""
         out = self.bytes[rows].copy()
-        for i in np.flatnonzero(out < 0):
-            row = rows[i]
-            size = DTYPE_BYTES.get(str(self.dtypes[self.dtype_code[row]]).lower(), 0)
-            out[i] = (
-                self.nelems[row] * size
-                if self.nelems[row] >= 0 and size
-                else _nbytes_from_inputs(self.dims[self.dims_code[row]], self.types[self.types_code[row]])
-            )
+        rest = rows[out < 0]
+        size = np.array([DTYPE_BYTES.get(str(d).lower(), 0) for d in self.dtypes], np.int64)[self.dtype_code[rest]]
+        nelems = self.nelems[rest]
+        shapes = _per_distinct(
+            (self.dims_code[rest], self.types_code[rest]),
+            lambda d, t: _nbytes_from_inputs(self.dims[d], self.types[t]),
+        )
+        out[out < 0] = np.where((nelems >= 0) & (size > 0), nelems * size, shapes)
         return np.maximum(out, 0)
 
 
@@ -259,20 +262,28 @@ def _process_groups(events: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, dic
     pg_code, pg_texts = _texts(events, "pg_name")
     stream = CPU.column(events["stream"], null=-1)[rows]
     names: dict[int, str] = {}
-    ids = np.empty(rows.size, np.int64)
-    for i, (code, on_stream) in enumerate(zip(pg_code[rows], stream)):
+
+    def group(code: int, on_stream: int) -> int:
         key = (
             f"pg {pg_texts[code]}"
             if pg_texts[code] is not None
             else (f"stream {on_stream}" if on_stream >= 0 else "world")
         )
-        ids[i] = pg_id(key)
-        names[int(ids[i])] = key
-    return ids, names
+        names[pg_id(key)] = key
+        return pg_id(key)
+
+    return _per_distinct((pg_code[rows], stream), group), names
 
 
 def _named(names: np.ndarray, codes: np.ndarray, word: str) -> np.ndarray:
-    return np.array([word in str(names[c]).lower() for c in codes], bool)
+    """Return whether each of the names at `codes` holds `word` (any case)."""
+    return np.array([word in str(name).lower() for name in names], bool)[codes]
+
+
+def _per_distinct(columns: tuple[np.ndarray, ...], value) -> np.ndarray:
+    """Return value(*row) for each row of the integer `columns`, called once per distinct row (int64)."""
+    distinct, inverse = unique_rows(columns)
+    return np.array([value(*row) for row in distinct.tolist()], np.int64)[inverse]
 
 
 def _number(recs: np.ndarray) -> None:

@@ -26,7 +26,7 @@ def frames(
     per_call = calls.merge(waits, on=["rank", "row"], how="inner")
     for frame in (collectives, per_call):
         frame["process_group"] = frame["pg"].map(pg_names)
-        frame["op"] = [OPS[op] for op in frame["op"]]
+        frame["op"] = np.array(OPS, object)[frame["op"].to_numpy(np.int64)]
     collectives = collectives.sort_values(["process_group", "seq"], kind="stable").reset_index(drop=True)
     per_call = per_call.sort_values(["process_group", "seq", "rank"], kind="stable").reset_index(drop=True)
     out: dict[str, pd.DataFrame] = {}

@@ -10,6 +10,7 @@ import numpy as np
 import openpyxl
 import pyarrow.parquet as pq
 import pytest
+from conftest import kineto_files
 
 from gpuan.cli import main
 from gpuan.devices.ceilings import read_ceilings
@@ -268,3 +269,44 @@ def test_nsight_nvtx_ranges_are_phases(data_dir, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert "saxpy" in doc["by_phase"] and doc["by_phase"]["saxpy"]["ops"] > 0
     assert doc["by_layer_type"]["copy"]["ops"] > 0 and doc["totals"]["model_errors"] == 0
+
+
+def _paths_walked(annotations) -> list:
+    """The phase paths as the rule says, one annotation at a time: its name after the path of the phase that
+    holds it on its thread (steps and communication ranges are no phases)."""
+    import pyarrow as pa
+
+    from gpuan.sol.link import _NOT_PHASES
+    from gpuan.trace.launch import callers
+
+    names = annotations["name"].combine_chunks().dictionary_decode().to_pylist()
+    keep = np.array([not _NOT_PHASES.match(n or "") for n in names], bool)
+    phases = annotations.filter(pa.array(keep))
+    names = [n for n, k in zip(names, keep) if k]
+    parent = callers(phases) if phases.num_rows else np.empty(0, np.int64)
+    paths: list = []
+    for i in range(len(names)):
+        chain, j = [], i
+        while j >= 0:
+            chain.append(names[j])
+            j = int(parent[j])
+        path = None
+        for n in reversed(chain):
+            path = f"{path}/{n}" if path else n
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("name", kineto_files() or ["<no data>"])
+def test_phase_paths_follow_the_rule(data_dir, name):
+    """Each phase's path, made once per distinct (outer path, name), is what walking its holders gives."""
+    from gpuan.sol.link import phase_paths
+
+    if name == "<no data>":
+        pytest.skip("no real Kineto traces under ../shared/data")
+    trace = load(data_dir / "kineto" / name, use_cache=False)
+    for kind in ("annotation", "gpu_annotation"):
+        annotations = trace.of_kind(kind)
+        phases, paths = phase_paths(annotations)
+        assert paths.tolist() == _paths_walked(annotations)
+        assert len(paths) == phases.num_rows

@@ -246,7 +246,7 @@ def _in_dictionary(column: pa.Array, words: pa.Array) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pc.index_in(values, value_set=words), words)
 
 
-def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
+def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table, paths: np.ndarray) -> TraceOps:
     runtime = trace.of_kind("runtime")
     links = link(activities, runtime, ops, trace.flows)
     op_of = links.op_of_activity
@@ -293,7 +293,7 @@ def _gpu_ops(trace: Trace, activities: pa.Table, ops: pa.Table, phases: pa.Table
         {
             "name": pa.concat_arrays([_strings(launched_ops, "name"), _strings(lone_acts, "name")]),
             "layer": pa.nulls(n, _STR),
-            "phase": pa.array(phase.tolist(), pa.string()).dictionary_encode(),
+            "phase": pa.array(phase, pa.string()).dictionary_encode(),
             "input_dims": pa.concat_arrays([_strings(launched_ops, "input_dims"), pa.nulls(lone.size, _STR)]),
             "input_types": pa.concat_arrays([_strings(launched_ops, "input_types"), pa.nulls(lone.size, _STR)]),
             "concrete_inputs": pa.concat_arrays([_strings(launched_ops, "concrete_inputs"), pa.nulls(lone.size, _STR)]),
@@ -342,7 +342,7 @@ def _activity_phases(trace, runtime, activities, links, rows, phases, paths) -> 
     return out
 
 
-def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
+def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: np.ndarray) -> TraceOps:
     if not ops.num_rows:
         return TraceOps(OPS_SCHEMA.empty_table(), 0, 0, True)
     start = ints(ops, "ts")
@@ -364,7 +364,7 @@ def _cpu_ops(ops: pa.Table, phases: pa.Table, paths: list[str]) -> TraceOps:
         {
             "name": _strings(chosen, "name"),
             "layer": pa.nulls(rows.size, _STR),
-            "phase": pa.array(phases_of(chosen, phases, paths).tolist(), pa.string()).dictionary_encode(),
+            "phase": pa.array(phases_of(chosen, phases, paths), pa.string()).dictionary_encode(),
             "input_dims": _strings(chosen, "input_dims"),
             "input_types": _strings(chosen, "input_types"),
             "concrete_inputs": _strings(chosen, "concrete_inputs"),

@@ -49,11 +49,11 @@ def test_after_precompile_the_cache_holds_everything_and_commands_compile_nothin
     assert check.returncode == 0, check.stderr
     assert f"all {total} of gpuan's numba functions" in check.stderr
 
-    # traces unlike the ones precompile wrote: a plain one of 3 MB (cut into chunks at 2 threads), and the real ones
+    # traces unlike the ones precompile wrote: a plain one of 6 MB (cut into chunks at 2 threads), and the real ones
     from gpuan.synth.kineto import write_kineto_trace
 
     plain = tmp_path / "other.json"
-    write_kineto_trace(plain, target_bytes=3 << 20, layers=2, seed=7)
+    write_kineto_trace(plain, target_bytes=6 << 20, layers=2, seed=7)
     commands = [["info", str(plain)], ["cycles", str(plain), "-o", str(tmp_path / "c")]]
     kineto = DATA / "kineto"
     if kineto.is_dir():

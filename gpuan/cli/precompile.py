@@ -101,7 +101,7 @@ def run_chains(chains: Sequence[Sequence[str]], jobs: int, deadline_s: float = D
     end a command), stops the chains and what they started."""
     if jobs < 1:
         raise ValueError(f"jobs: {jobs}, not 1 or more")
-    # two threads whatever the machine: a plain trace of 1 MB or more is then cut into chunks, whose code
+    # two threads whatever the machine: a plain trace of 4 MB or more is then cut into chunks, whose code
     # a machine with more cores needs; the CPU engine, and never a server
     env = dict(os.environ, GPUAN_THREADS="2", GPUAN_DEVICE="cpu", GPUAN_SERVER="0")
     failed: list[tuple[str, str]] = []
@@ -203,10 +203,11 @@ def run_task(name: str, scratch: str) -> None:
 
 
 def _commands(directory: Path) -> None:
-    """Write a run of two ranks (one gzipped, one plain, both over 1 MB inflated and named without their
-    rank) and a directory of one small trace that gives its rank after its events, with more distinct
-    strings than a small trace's string table holds at first; run each CPU command on them as a user
-    would. Raises if a command fails."""
+    """Write a run of two ranks (one gzipped, one plain, both over 4 MB inflated, so that two threads scan
+    each, and named without their rank) and a directory of one small trace that gives its rank after its
+    events, with more distinct strings than a string table sized for its bytes holds at first (two an event,
+    whatever the rounding of the table's size) and B/E pairs; run each CPU command on them as a user would.
+    Raises if a command fails."""
     import contextlib
     import io
 
@@ -218,11 +219,15 @@ def _commands(directory: Path) -> None:
     run_dir.mkdir(parents=True)
     out.mkdir()
     for rank, path in enumerate((gz, plain)):
-        write_kineto_trace(path, target_bytes=2 << 20, rank=rank, world_size=2, seed=rank)
+        write_kineto_trace(path, target_bytes=5 << 20, rank=rank, world_size=2, seed=rank)
     late = directory / "late" / "trace.json"
     late.parent.mkdir()
     events = ",".join(
-        f'{{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 0, "tid": 7, "ts": {i}, "dur": 1}}' for i in range(3000)
+        [f'{{"ph": "X", "cat": "c{i}", "name": "k{i}", "pid": 0, "tid": 7, "ts": {i}, "dur": 1}}' for i in range(3000)]
+        + [
+            f'{{"ph": "{ph}", "cat": "user_annotation", "name": "span", "pid": 0, "tid": 1, "ts": {i}}}'
+            for i, ph in enumerate("BBEE")
+        ]
     )
     late.write_text(f'{{"traceEvents": [{events}], "distributedInfo": {{"rank": 0}}}}')
     commands = [

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -180,38 +181,29 @@ def test_many_parts_merge_in_rounds(tmp_path, data_dir, monkeypatch, fan_in):
     assert not list(tmp_path.rglob("*.parts.*")), "the spilled parts and merged runs are removed"
 
 
-@pytest.mark.parametrize("kept", [None, 1])
-def test_the_merge_maps_each_dictionary_onto_its_words_once(tmp_path, data_dir, monkeypatch, kept):
-    """A run's batches and the slices the merge takes of them share their part's dictionary: the merge maps it
-    onto the column's words once, not once a slice (far fewer words read than the dictionaries asked about
-    hold). With one map kept, each forgotten at once (a dictionary freed since may have left its memory to
-    another), the file is the same."""
-    from gpuan.trace import spill
+def test_merged_dictionary_columns_hold_the_words_their_rows_use():
+    """Slices of batches that share one large dictionary, a slice of nulls only, one over an empty dictionary
+    and one over another dictionary stack into one column over the sorted words the rows use, row for row
+    what each slice says."""
+    from gpuan.trace.spill import _dictionary_concat
 
-    src = data_dir / "kineto" / "mi300x_qwen05b_inference.json.gz"  # input shapes: large dictionaries
-    if not src.exists():
-        pytest.skip(f"{src} is not there (../shared/data)")
-    monkeypatch.setattr(spill, "BATCH_ROWS", 64)  # many batches a run, many slices a batch
-    if kept:
-        monkeypatch.setattr(spill._Vocabulary, "KEPT", kept)
-    asked, made = [], []
-    ids = spill._Vocabulary.ids
-
-    def counting(self, column, dictionary):
-        before = [v[1] for v in self._maps.values()]
-        got = ids(self, column, dictionary)
-        asked.append(len(dictionary))
-        if not any(got is b for b in before):
-            made.append(len(dictionary))
-        return got
-
-    monkeypatch.setattr(spill._Vocabulary, "ids", counting)
-    whole, parts = convert_both(src, tmp_path, 997, monkeypatch)
-    assert_same_file(whole, parts)
-    if kept is None:
-        assert 0 < sum(made) * 2 < sum(asked), (sum(made), sum(asked))  # words read, words asked about
-    else:
-        assert sum(made) > sum(asked) // 2  # nearly every dictionary read again
+    rng = np.random.default_rng(5)
+    shared = pa.array([f"[[{i}, 64]]" for i in range(20_000)])
+    other = pa.array(["b", "a", "[[7, 64]]"])
+    chunks = []
+    for k in range(6):
+        codes = rng.integers(0, 20_000, 1000).astype(np.int32)
+        nulls = pa.array(rng.random(1000) < 0.1)
+        batch = pa.DictionaryArray.from_arrays(pa.array(codes, mask=nulls.to_numpy(zero_copy_only=False)), shared)
+        chunks += [batch.slice(0, 300 + k), batch.slice(300 + k)]
+    chunks.append(pa.DictionaryArray.from_arrays(pa.nulls(5, pa.int32()), shared))
+    chunks.append(pa.DictionaryArray.from_arrays(pa.nulls(3, pa.int32()), pa.array([], pa.string())))
+    chunks.append(pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 2], pa.int32()), other))
+    type_ = pa.dictionary(pa.int32(), pa.string())
+    merged = _dictionary_concat(chunks, type_)
+    want = [w for c in chunks for w in c.to_pylist()]
+    assert merged.type == type_ and merged.to_pylist() == want
+    assert merged.dictionary.to_pylist() == sorted({w for w in want if w is not None})
 
 
 def gpuan(*args) -> subprocess.CompletedProcess:

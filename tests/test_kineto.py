@@ -428,15 +428,20 @@ def test_parts_left_part_way_leave_no_thread(tmp_path, monkeypatch, gz):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_string_longer_than_the_string_pool_reads(tmp_path, threads):
+def test_a_string_longer_than_the_string_pool_reads(tmp_path, monkeypatch, threads):
     """A name of 3 MB, more than the string tables first hold, is read whole (the tables grew only with their
-    use, so a read asked them to grow forever)."""
+    use, so a read asked them to grow forever), by a scanning thread's table too at 2 threads."""
+    monkeypatch.setattr(reader, "MIN_PARALLEL_BYTES", 1 << 20)  # 3 MB: two threads' shares
+    started = []
+    workers = reader._Workers
+    monkeypatch.setattr(reader, "_Workers", lambda n, *a: started.append(n) or workers(n, *a))
     long = "n" * (3 << 20)
     events = [{"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 1, "dur": 1, "args": {"Input Dims": [[1]]}},
               {"ph": "X", "name": long, "pid": 0, "tid": 0, "ts": 2, "dur": 1}]  # fmt: skip
     path = write_json(tmp_path, "long.json", {"traceEvents": events})
     raw = reader.scan_file(str(path), threads=threads)
     assert sorted(raw.strings[i] for i in raw.columns["name"][: raw.length]) == sorted(["a", long])
+    assert started == [0 if threads == 1 else 2]
 
 
 def _readable(packed: bytes) -> int:
@@ -795,7 +800,7 @@ def test_memcpy_kinds(data_dir):
 def test_memcpy_kinds_from_names_and_arguments(tmp_path):
     """Each memcpy's direction comes from its name, else from ROCm's "kind" argument (a hipMemcpyKind number
     or a direction); a copy with neither, or whose argument is null or no direction, has none; other kinds'
-    rows have none. Many rows, few distinct names and arguments: each is read once."""
+    rows have none. Many rows over few distinct names and arguments."""
     names = ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "CopyDeviceToHost", "hipMemcpy"]
     kinds = [None, "1", "2", "DtoD", "0", "PtoP", "not a kind", "", 7]
     events, want = [], []

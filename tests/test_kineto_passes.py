@@ -100,8 +100,8 @@ def test_codes_and_kinds_as_numpy_gathers(with_steps):
 def spans_walked(begins, ends, ts, pid, tid) -> tuple[list[int], list[int]]:
     """B/E pairs as the rule says, one event at a time: on each pid and tid, in time order (file order breaking
     ties), an E closes the latest open B."""
-    is_end = set(ends.tolist())
-    events = sorted((int(pid[r]), int(tid[r]), int(ts[r]), int(r), int(r) in is_end) for r in [*begins, *ends])
+    end_rows = set(ends.tolist())
+    events = sorted((int(pid[r]), int(tid[r]), int(ts[r]), int(r), int(r) in end_rows) for r in [*begins, *ends])
     open_: dict[tuple[int, int], list[int]] = {}
     closed = {}
     for p, t, _, r, is_end in events:

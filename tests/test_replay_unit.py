@@ -95,3 +95,52 @@ def test_synthetic_straggler(tmp_path):
     c = r["collectives"]
     first = c[c["step"] == 4].iloc[0]
     assert first["late_rank"] == 2 and first["skew"] >= 40_000_000 - 3_000_000
+
+
+@pytest.mark.parametrize("run", ["cpu_ddp_gloo_4rank_slow_rank1_step2", "dlrm_8rank_nccl"])
+def test_calls_are_described_as_one_call_at_a_time_would(data_dir, run):
+    """Every event's operation (its collective, else its name), message bytes (bytes, else elements times
+    the dtype's size, else the first input's shape times its type's size) and process group (its name, else
+    its stream, else the world), worked out once per distinct value, are what the rules give call by call."""
+    import json
+
+    from gpuan.replay import comms
+    from gpuan.trace.load import load
+
+    directory = data_dir / "kineto" / run
+    if not directory.is_dir():
+        pytest.skip(f"{directory} is not there (../shared/data)")
+    trace = load(sorted(directory.iterdir())[0], use_cache=False)
+    events = trace.events
+    name_code, names = comms._texts(events, "name")
+    said = comms._Described(events, names, name_code)
+    rows = np.arange(events.num_rows)
+    pairs = zip(name_code, said.coll_code)
+    assert said.ops(rows).tolist() == [OP[op_name(str(names[c]), said.colls[k])] for c, k in pairs]
+
+    def nbytes(row: int) -> int:
+        if said.bytes[row] >= 0:
+            return int(said.bytes[row])
+        size = comms.DTYPE_BYTES.get(str(said.dtypes[said.dtype_code[row]]).lower(), 0)
+        if said.nelems[row] >= 0 and size:
+            return int(said.nelems[row]) * size
+        try:
+            dims, types = json.loads(said.dims[said.dims_code[row]]), json.loads(said.types[said.types_code[row]])
+            shape, dtype = dims[0], types[0]
+        except (TypeError, ValueError, IndexError):
+            return 0
+        return int(np.prod(shape)) * comms.DTYPE_BYTES.get(str(dtype).lower(), 0) if isinstance(shape, list) else 0
+
+    got = said.nbytes(rows)
+    assert got.tolist() == [max(nbytes(r), 0) for r in rows.tolist()]
+    assert (got > 0).any()
+
+    pg_code, pg_texts = comms._texts(events, "pg_name")
+    stream = events["stream"].fill_null(-1).to_numpy()
+    keys = [
+        f"pg {pg_texts[c]}" if pg_texts[c] is not None else (f"stream {s}" if s >= 0 else "world")
+        for c, s in zip(pg_code, stream)
+    ]
+    ids, named = comms._process_groups(events, rows)
+    assert ids.tolist() == [comms.pg_id(k) for k in keys]
+    assert named == {comms.pg_id(k): k for k in keys}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -280,7 +281,7 @@ def _named(names: np.ndarray, codes: np.ndarray, word: str) -> np.ndarray:
     return np.array([word in str(name).lower() for name in names], bool)[codes]
 
 
-def _per_distinct(columns: tuple[np.ndarray, ...], value) -> np.ndarray:
+def _per_distinct(columns: tuple[np.ndarray, ...], value: Callable[..., int]) -> np.ndarray:
     """Return value(*row) for each row of the integer `columns`, called once per distinct row (int64)."""
     distinct, inverse = unique_rows(columns)
     return np.array([value(*row) for row in distinct.tolist()], np.int64)[inverse]

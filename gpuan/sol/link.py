@@ -20,7 +20,8 @@ _NOT_PHASES = re.compile(
 
 def phase_paths(annotations: pa.Table) -> tuple[pa.Table, np.ndarray]:
     """Return the annotations that are phases (steps and communication ranges left out) and the path of
-    each, ``outer/inner``, built from the annotations that hold it on its thread (an object array of str).
+    each, ``outer/inner``, built from the annotations that hold it on its thread (an object array of str;
+    None for an outermost phase without a name).
     Each name is matched once, and each distinct path made once: a path is an (outer path, name) pair, found
     level by level from the outermost ranges in."""
     col = annotations["name"].combine_chunks()

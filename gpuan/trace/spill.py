@@ -12,7 +12,6 @@ real memory."""
 from __future__ import annotations
 
 import shutil
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,8 +96,7 @@ class Spill:
                 ]
             runs = [_Run(path, part, self.schema) for part, path in enumerate(paths)]
             if runs:
-                words = _Vocabulary()  # one a kind: each kind's words are forgotten once it is merged
-                yield from _pieces(_merge(runs, self.schema, words), piece_rows, self.schema, words)
+                yield from _pieces(_merge(runs, self.schema), piece_rows, self.schema)
 
     def _merge_to_file(self, paths: list[Path], name: str) -> Path:
         """Merge the runs in `paths` (in part order) into one run file `name`, of the columns any of them
@@ -110,7 +108,7 @@ class Spill:
         schema = pa.schema([f if f.name == "kind" else pa.field(f.name, _value_type(f.type)) for f in fields])
         out = self.directory / f"{name}.arrow"
         with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_file(sink, schema, options=_IPC) as writer:
-            for table in _merge(runs, self.schema, _Vocabulary()):
+            for table in _merge(runs, self.schema):
                 writer.write_table(table.select([f.name for f in fields]).cast(schema), max_chunksize=BATCH_ROWS)
         for path in paths:
             path.unlink()  # the disk holds each row about once, however many rounds
@@ -163,7 +161,7 @@ def _column(batch: pa.RecordBatch, field: pa.Field) -> pa.Array:
     return col
 
 
-def _merge(runs: list[_Run], schema: pa.Schema, vocabulary: _Vocabulary) -> Iterator[pa.Table]:
+def _merge(runs: list[_Run], schema: pa.Schema) -> Iterator[pa.Table]:
     """Yield the rows of the runs (each in order) in (time, part, row) order, as tables."""
     live = [r for r in runs if r.load()]
     while live:
@@ -181,11 +179,11 @@ def _merge(runs: list[_Run], schema: pa.Schema, vocabulary: _Vocabulary) -> Iter
                 r.at = stop
         if taken:
             order = np.argsort(np.concatenate(keys), kind="stable")  # runs were taken in part order
-            yield _take(_stack(taken, schema, vocabulary), order)
+            yield _take(_stack(taken, schema), order)
         live = [r for r in live if r.at < r.keys.size or r.load()]
 
 
-def _pieces(tables: Iterator[pa.Table], rows: int, schema: pa.Schema, vocabulary: _Vocabulary) -> Iterator[pa.Table]:
+def _pieces(tables: Iterator[pa.Table], rows: int, schema: pa.Schema) -> Iterator[pa.Table]:
     """Yield the rows of `tables` regrouped into tables of `rows` rows (the last may be shorter)."""
     held: list[pa.Table] = []
     count = 0
@@ -193,15 +191,15 @@ def _pieces(tables: Iterator[pa.Table], rows: int, schema: pa.Schema, vocabulary
         held.append(t)
         count += t.num_rows
         while count >= rows:
-            whole = _stack(held, schema, vocabulary)
+            whole = _stack(held, schema)
             yield whole.slice(0, rows)
             rest = whole.slice(rows)
             held, count = ([rest] if rest.num_rows else []), rest.num_rows
     if count:
-        yield _stack(held, schema, vocabulary)
+        yield _stack(held, schema)
 
 
-def _stack(tables: list[pa.Table], schema: pa.Schema, vocabulary: _Vocabulary) -> pa.Table:
+def _stack(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     """Return the tables' rows as one table, each column one chunk: a column null throughout as an
     untouched null column, a dictionary column over one sorted dictionary of the words it holds (as the
     readers make them, so that a column does not depend on how the parts were cut)."""
@@ -212,61 +210,26 @@ def _stack(tables: list[pa.Table], schema: pa.Schema, vocabulary: _Vocabulary) -
         if all(c.null_count == len(c) for c in chunks):
             cols.append(null_column(n, f.type))
         elif pa.types.is_dictionary(f.type) and f.name != "kind":  # kind: the same dictionary, of every kind
-            cols.append(_dictionary_concat(f.name, chunks, f.type, vocabulary))
+            cols.append(_dictionary_concat(chunks, f.type))
         else:
             cols.append(pa.concat_arrays(chunks))
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-class _Vocabulary:
-    """The words of the dictionary columns of one merge: an id for each word of each column, and each dictionary
-    the merge meets mapped onto those ids once. A run's batches, and the slices the merge takes of them, share
-    their part's whole dictionary (words no batch of it uses too): read again for every slice, it cost the merge
-    2 us a row with 20k distinct input shapes. The last few hundred dictionaries' maps are kept, each with the
-    dictionary itself, so that its memory cannot be another dictionary's while its map is kept."""
-
-    KEPT = 4 * FAN_IN
-
-    def __init__(self) -> None:
-        self.words: dict[str, list[str]] = {}  # column -> its words, in the order met
-        self._index: dict[str, dict[str, int]] = {}  # column -> word -> its place in words
-        self._maps: OrderedDict[tuple, tuple[pa.Array, np.ndarray]] = OrderedDict()
-
-    def ids(self, column: str, dictionary: pa.Array) -> np.ndarray:
-        """Return the ids of the dictionary's words in the column's words, then -1 (for null codes)."""
-        key = (column, dictionary.offset, len(dictionary), *(0 if b is None else b.address for b in dictionary.buffers()))
-        kept = self._maps.get(key)
-        if kept is not None:
-            self._maps.move_to_end(key)
-            return kept[1]
-        index = self._index.setdefault(column, {})
-        words = self.words.setdefault(column, [])
-        ids = np.empty(len(dictionary) + 1, np.int64)
-        for i, w in enumerate(dictionary.to_pylist()):
-            at = index.setdefault(w, len(words))
-            if at == len(words):
-                words.append(w)
-            ids[i] = at
-        ids[-1] = -1
-        self._maps[key] = (dictionary, ids)
-        if len(self._maps) > self.KEPT:
-            self._maps.popitem(last=False)
-        return ids
-
-
-def _dictionary_concat(
-    column: str, chunks: list[pa.DictionaryArray], type_: pa.DictionaryType, vocabulary: _Vocabulary
-) -> pa.DictionaryArray:
-    """Return the dictionary arrays of `column` as one, over one sorted dictionary of the words they use."""
-    codes = np.concatenate(
-        [
-            vocabulary.ids(column, c.dictionary)[
-                c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-            ]
-            for c in chunks
-        ]
-    )
-    return dict_column(codes, vocabulary.words[column], type_.index_type).cast(type_)
+def _dictionary_concat(chunks: list[pa.DictionaryArray], type_: pa.DictionaryType) -> pa.DictionaryArray:
+    """Return the dictionary arrays as one, over one sorted dictionary of the words they use. Only the words
+    each chunk uses are read: a chunk is a slice of a spilled batch, which carries its part's whole dictionary
+    (the merge reads thousands of such slices), and reading all of it for every slice cost the merge 2 us a
+    row with 20k distinct input shapes."""
+    words: dict[str, int] = {}
+    codes = []
+    for c in chunks:
+        used, local = np.unique(c.indices.fill_null(-1).to_numpy(zero_copy_only=False), return_inverse=True)
+        ids = np.full(used.size, -1, np.int64)  # -1: a null code
+        valid = used >= 0
+        ids[valid] = [words.setdefault(w, len(words)) for w in c.dictionary.take(pa.array(used[valid])).to_pylist()]
+        codes.append(ids[local.ravel()])
+    return dict_column(np.concatenate(codes), list(words), type_.index_type).cast(type_)
 
 
 def _take(table: pa.Table, order: np.ndarray) -> pa.Table:

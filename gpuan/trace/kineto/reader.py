@@ -36,7 +36,7 @@ from gpuan.errors import TraceError
 from gpuan.trace.kineto import scanner as sc
 from gpuan.trace.memory import PAGE, mapped_empty, release, will_need
 from gpuan.trace.source import ByteSource, open_bytes
-from gpuan.trace.threads import check_stop, most_threads, take_spare_threads, thread_count
+from gpuan.trace.threads import check_stop, keep_threads, most_threads, take_spare_threads, thread_count
 
 BLOCK_BYTES = 16 << 20
 # a compressed file's first block: its scan waits for its inflate (16 MB: 11 ms), so blocks start small and
@@ -398,6 +398,7 @@ def scan_parts(
         # trace, the real 1.7-1.8 MB traces' scans at 2 threads took 1.05-1.28x the time of one, and loads of
         # 2.5-3.5 MB cuts of a real trace 1.06-1.16x (2026-12-03)
         threads = max(1, min(threads, size // MIN_PARALLEL_BYTES))
+        keep_threads(threads)  # beside other reads, the threads this file has no share for go to them now
         # a read beside others (files_side_by_side) may take their threads as they end, between blocks
         may_grow = size >= MIN_PARALLEL_BYTES and most_threads(threads) > threads
         chunks = 0 if threads == 1 else threads * CHUNKS_PER_THREAD

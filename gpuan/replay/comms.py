@@ -136,14 +136,15 @@ class _Described:
         """Return the message bytes of each row: its ``bytes``, else its element count times the size of
         its dtype, else its first input's shape times the size of its type; 0 where none says."""
         out = self.bytes[rows].copy()
-        rest = rows[out < 0]
+        missing = out < 0
+        rest = rows[missing]
         size = np.array([DTYPE_BYTES.get(str(d).lower(), 0) for d in self.dtypes], np.int64)[self.dtype_code[rest]]
         nelems = self.nelems[rest]
         shapes = _per_distinct(
             (self.dims_code[rest], self.types_code[rest]),
             lambda d, t: _nbytes_from_inputs(self.dims[d], self.types[t]),
         )
-        out[out < 0] = np.where((nelems >= 0) & (size > 0), nelems * size, shapes)
+        out[missing] = np.where((nelems >= 0) & (size > 0), nelems * size, shapes)
         return np.maximum(out, 0)
 
 
@@ -270,8 +271,9 @@ def _process_groups(events: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, dic
             if pg_texts[code] is not None
             else (f"stream {on_stream}" if on_stream >= 0 else "world")
         )
-        names[pg_id(key)] = key
-        return pg_id(key)
+        ident = pg_id(key)
+        names[ident] = key
+        return ident
 
     return _per_distinct((pg_code[rows], stream), group), names
 

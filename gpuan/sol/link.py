@@ -38,8 +38,10 @@ def phase_paths(annotations: pa.Table) -> tuple[pa.Table, np.ndarray]:
     todo = np.arange(codes.size)
     while todo.size:
         outer = parent[todo]
-        ready = todo[(outer < 0) | (path_id[np.maximum(outer, 0)] >= 0)]  # the outermost, or inside a path made
-        outer_id = np.where(parent[ready] < 0, -1, path_id[np.maximum(parent[ready], 0)])
+        outer_id = np.where(outer < 0, -1, path_id[np.maximum(outer, 0)])
+        ready = (outer < 0) | (outer_id >= 0)  # the outermost, or inside a path made
+        outer_id = outer_id[ready]
+        ready = todo[ready]
         distinct, inverse = unique_rows((outer_id, codes[ready]))
         ids = np.empty(len(distinct), np.int64)
         for i, (o, c) in enumerate(distinct.tolist()):
@@ -60,4 +62,4 @@ def phases_of(points: pa.Table, phases: pa.Table, paths: np.ndarray) -> np.ndarr
     missing = row < 0
     if missing.any():
         row[missing] = innermost(points.filter(pa.array(missing)), phases, ("rank", "pid"))
-    return np.append(paths, "").astype(object)[row]
+    return np.append(paths, "")[row]  # paths is an object array: so is this
